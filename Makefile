@@ -1,0 +1,55 @@
+# Everything runs on Node 24 LTS. When the system Node is older, the Node 24 binary is taken from the npm
+# registry's node-linux-<arch> package (no other download source is needed) and kept under .tools/.
+NODE_VERSION := 24.21.0
+ARCH := $(shell uname -m | sed -e 's/x86_64/x64/' -e 's/aarch64/arm64/')
+LOCAL_NODE_DIR := $(CURDIR)/.tools/node-$(NODE_VERSION)
+SYSTEM_NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+
+ifeq ($(shell [ $(SYSTEM_NODE_MAJOR) -ge 24 ] 2>/dev/null && echo yes),yes)
+NODE_DEP :=
+else
+NODE_DEP := $(LOCAL_NODE_DIR)/bin/node
+export PATH := $(LOCAL_NODE_DIR)/bin:$(PATH)
+endif
+
+SHELL := /bin/bash
+NPM := npm --no-fund --no-audit --loglevel=error
+
+.PHONY: dev test lint typecheck check bench bench-idp node deps clean
+
+dev: deps
+	node bin/platform.js dev
+
+test: deps
+	node node_modules/vitest/vitest.mjs run
+
+lint: deps
+	node node_modules/@biomejs/biome/bin/biome check .
+
+typecheck: deps
+	node node_modules/typescript/bin/tsc -p tsconfig.json
+
+check: lint typecheck test
+
+bench: bench-idp
+
+bench-idp: deps
+	node bench/idp-refresh.ts
+
+node: $(NODE_DEP)
+
+$(LOCAL_NODE_DIR)/bin/node:
+	@echo "System Node is $(SYSTEM_NODE_MAJOR).x; fetching Node $(NODE_VERSION) (node-linux-$(ARCH)) from the npm registry"
+	@rm -rf $(LOCAL_NODE_DIR) $(LOCAL_NODE_DIR).tmp && mkdir -p $(LOCAL_NODE_DIR).tmp
+	@cd $(LOCAL_NODE_DIR).tmp && $(NPM) pack node-linux-$(ARCH)@$(NODE_VERSION) >/dev/null && tar xzf node-linux-$(ARCH)-$(NODE_VERSION).tgz
+	@mv $(LOCAL_NODE_DIR).tmp/package $(LOCAL_NODE_DIR) && rm -rf $(LOCAL_NODE_DIR).tmp
+	@$(LOCAL_NODE_DIR)/bin/node --version
+
+deps: $(NODE_DEP) node_modules/.installed
+
+node_modules/.installed: package.json package-lock.json | $(NODE_DEP)
+	$(NPM) ci
+	@touch $@
+
+clean:
+	rm -rf node_modules .tools .data

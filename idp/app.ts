@@ -1,0 +1,82 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isDatabaseUnavailable } from '../lib/db.ts';
+import { HttpInputError, requestId, sendJson, sendText } from '../lib/http.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { IdpContext } from './context.ts';
+import { AuthorizePageError, MethodNotAllowedError, NotFoundError, OAuthError } from './errors.ts';
+import { routes } from './routes.ts';
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** The provider as a request handler; main.ts owns the process, the port and shutdown. */
+export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
+  const table = routes(ctx.config, ctx.keys);
+  return (req, res) => {
+    const id = requestId(req);
+    const reqLog = log.child({ reqId: id });
+    const started = process.hrtime.bigint();
+    res.setHeader('x-request-id', id);
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://idp.invalid');
+    } catch {
+      return sendJson(res, 400, { error: 'invalid_request', error_description: 'malformed request target' });
+    }
+    res.once('finish', () => {
+      reqLog.info(
+        {
+          method: req.method,
+          path: url.pathname,
+          status: res.statusCode,
+          ms: Number(process.hrtime.bigint() - started) / 1e6,
+        },
+        'request',
+      );
+    });
+    const entry = table.get(url.pathname);
+    const run = async () => {
+      if (!entry) throw new NotFoundError(`no route ${url.pathname}`);
+      const endpoint = req.method ? entry[req.method] : undefined;
+      if (!endpoint) throw new MethodNotAllowedError(Object.keys(entry).join(', '));
+      await endpoint(ctx, { req, res, url, log: reqLog, requestId: id });
+    };
+    run().catch((err: unknown) => respondError(res, err, reqLog));
+  };
+}
+
+/** The one place errors become responses. 4xx say what was wrong; 5xx say nothing of internals. */
+function respondError(res: ServerResponse, err: unknown, log: Logger): void {
+  if (res.headersSent) {
+    log.error({ err }, 'error after response started');
+    res.destroy();
+    return;
+  }
+  const headers: Record<string, string> = { 'cache-control': 'no-store' };
+  if (err instanceof AuthorizePageError) {
+    log.warn({ reason: err.message }, 'authorization request refused');
+    return sendText(res, 400, `Authorization request refused: ${err.message}\n`, headers);
+  }
+  if (err instanceof HttpInputError) {
+    log.warn({ reason: err.message }, 'bad request');
+    return sendJson(res, err.status, { error: 'invalid_request', error_description: err.message }, headers);
+  }
+  if (err instanceof OAuthError) {
+    if (err.status >= 500) log.error({ err }, 'request failed');
+    else log.warn({ error: err.error, reason: err.message }, 'request refused');
+    if (err instanceof MethodNotAllowedError) headers.allow = err.allow;
+    if (err.error === 'invalid_token') headers['www-authenticate'] = `Bearer error="invalid_token"`;
+    if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
+    return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
+  }
+  if (isDatabaseUnavailable(err)) {
+    log.warn({ err: { message: (err as Error).message } }, 'database unavailable');
+    return sendJson(
+      res,
+      503,
+      { error: 'temporarily_unavailable', error_description: 'the database is unavailable; retry shortly' },
+      { ...headers, 'retry-after': '2' },
+    );
+  }
+  log.error({ err }, 'unexpected error');
+  sendJson(res, 500, { error: 'server_error', error_description: 'internal error' }, headers);
+}

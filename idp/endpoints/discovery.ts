@@ -1,0 +1,39 @@
+import { sendJson } from '../../lib/http.ts';
+import type { IdpConfig } from '../config.ts';
+import type { Endpoint } from '../context.ts';
+import { supportedScopes } from '../scopes.ts';
+
+/** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
+export function buildMetadata(config: IdpConfig): Record<string, unknown> {
+  const i = config.issuer;
+  return {
+    issuer: i,
+    authorization_endpoint: `${i}/oauth/authorize`,
+    token_endpoint: `${i}/oauth/token`,
+    jwks_uri: `${i}/.well-known/jwks.json`,
+    registration_endpoint: `${i}/oauth/register`,
+    revocation_endpoint: `${i}/oauth/revoke`,
+    userinfo_endpoint: `${i}/oauth/userinfo`,
+    scopes_supported: supportedScopes(config.services),
+    response_types_supported: ['code'],
+    response_modes_supported: ['query'],
+    grant_types_supported: ['authorization_code', 'refresh_token'],
+    subject_types_supported: ['public'],
+    id_token_signing_alg_values_supported: ['RS256'],
+    token_endpoint_auth_methods_supported: ['none'],
+    revocation_endpoint_auth_methods_supported: ['none'],
+    code_challenge_methods_supported: ['S256'],
+    claims_supported: ['iss', 'sub', 'aud', 'exp', 'iat', 'auth_time', 'nonce', 'azp', 'email', 'email_verified'],
+    authorization_response_iss_parameter_supported: true,
+    request_parameter_supported: false,
+    request_uri_parameter_supported: false,
+    claims_parameter_supported: false,
+  };
+}
+
+export function discovery(config: IdpConfig): Endpoint {
+  const body = buildMetadata(config);
+  return async (_ctx, { res }) => {
+    sendJson(res, 200, body, { 'cache-control': 'public, max-age=300' });
+  };
+}

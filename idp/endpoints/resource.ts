@@ -1,0 +1,24 @@
+import type { IdpConfig } from '../config.ts';
+import { InvalidTargetError } from '../errors.ts';
+
+/**
+ * RFC 8707 `resource`: must name a configured service's MCP endpoint (`{base}/<service>/mcp`) or the platform
+ * audience. The token's `aud` stays the one platform audience either way (CONTRACT.md).
+ */
+export function validateResource(config: IdpConfig, resource: string): void {
+  if (resource === config.audience) return;
+  let u: URL;
+  try {
+    u = new URL(resource);
+  } catch {
+    throw new InvalidTargetError('resource must be an absolute URI');
+  }
+  if (config.publicBaseUrl && u.origin !== new URL(config.publicBaseUrl).origin) {
+    throw new InvalidTargetError(`resource "${resource}" is not on ${config.publicBaseUrl}`);
+  }
+  if (u.hash) throw new InvalidTargetError('resource must not carry a fragment');
+  const m = /^\/([a-z][a-z0-9-]*)\/mcp\/?$/.exec(u.pathname);
+  if (!m || !config.services.includes(m[1]!) || u.search) {
+    throw new InvalidTargetError(`resource "${resource}" is not a service of this platform`);
+  }
+}

@@ -1,0 +1,168 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { readForm, sendJson } from '../../lib/http.ts';
+import type { Logger } from '../../lib/logger.ts';
+import type { Endpoint, IdpContext } from '../context.ts';
+import {
+  InvalidClientError,
+  InvalidGrantError,
+  InvalidRequestError,
+  InvalidScopeError,
+  UnsupportedGrantTypeError,
+} from '../errors.ts';
+import { parseScope } from '../scopes.ts';
+import type { Grant, NewToken } from '../store/refresh-tokens.ts';
+import { newJti } from '../tokens/jwt.ts';
+import { hashCode } from './authorize.ts';
+import { validateResource } from './resource.ts';
+
+export const ACCESS_TTL_SECONDS = 3600;
+const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
+
+export function hashRefreshToken(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+function newRefreshToken(): { value: string; token: NewToken } {
+  const value = randomBytes(32).toString('base64url');
+  return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
+}
+
+/** POST /oauth/token: authorization_code and refresh_token grants for public clients (PKCE, no secret). */
+export const token: Endpoint = async (ctx, x) => {
+  const form = await readForm(x.req);
+  const clientId = form.get('client_id');
+  if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
+  if (form.has('client_secret')) throw new InvalidClientError('clients are public; client_secret is not accepted');
+  if (!(await ctx.clients.find(clientId))) throw new InvalidClientError('client_id is not a registered client');
+  const resource = form.get('resource');
+  if (resource !== undefined) validateResource(ctx.config, resource);
+
+  const grantType = form.get('grant_type');
+  let body: Record<string, unknown>;
+  if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
+  else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
+  else if (!grantType) throw new InvalidRequestError('grant_type is missing');
+  else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
+  sendJson(x.res, 200, body, { 'cache-control': 'no-store', pragma: 'no-cache' });
+};
+
+async function authorizationCode(ctx: IdpContext, form: Map<string, string>, clientId: string) {
+  const code = form.get('code');
+  const verifier = form.get('code_verifier');
+  const redirectUri = form.get('redirect_uri');
+  if (!code) throw new InvalidRequestError('code is missing');
+  if (!verifier) throw new InvalidRequestError('code_verifier is missing (PKCE is mandatory)');
+  if (!VERIFIER.test(verifier)) throw new InvalidRequestError('code_verifier must be 43-128 unreserved characters');
+  if (!redirectUri) throw new InvalidRequestError('redirect_uri is missing');
+  if (code.length > 256) throw new InvalidGrantError('authorization code is invalid');
+
+  const rec = await ctx.codes.consume(hashCode(code));
+  if (!rec) throw new InvalidGrantError('authorization code is invalid');
+  if (!rec.firstUse) {
+    // RFC 6749 §4.1.2: a replayed code revokes what it issued.
+    await ctx.refreshTokens.revokeFamily(rec.familyId, 'authorization code replayed');
+    throw new InvalidGrantError('authorization code was already used');
+  }
+  if (rec.expired) throw new InvalidGrantError('authorization code is expired');
+  if (rec.clientId !== clientId) throw new InvalidGrantError('authorization code was issued to another client');
+  if (rec.redirectUri !== redirectUri) throw new InvalidGrantError('redirect_uri does not match the authorization request');
+  const computed = createHash('sha256').update(verifier).digest();
+  const expected = Buffer.from(rec.codeChallenge, 'base64url');
+  if (expected.length !== computed.length || !timingSafeEqual(computed, expected)) {
+    throw new InvalidGrantError('code_verifier does not match the code_challenge');
+  }
+
+  const grant: Grant = {
+    familyId: rec.familyId,
+    userId: rec.userId,
+    subject: rec.subject,
+    email: rec.email,
+    clientId,
+    scope: rec.scope,
+    authTime: rec.authTime,
+  };
+  const iat = Math.floor(Date.now() / 1000);
+  const jti = newJti();
+  const refresh = newRefreshToken();
+  await ctx.refreshTokens.issue(grant, refresh.token, {
+    jti,
+    grantType: 'authorization_code',
+    iat,
+    exp: iat + ACCESS_TTL_SECONDS,
+  });
+  return tokenResponse(ctx, grant, grant.scope, jti, iat, refresh.value, rec.nonce);
+}
+
+async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId: string, log: Logger) {
+  const presented = form.get('refresh_token');
+  if (!presented) throw new InvalidRequestError('refresh_token is missing');
+  if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
+  const narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
+  if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
+
+  const iat = Math.floor(Date.now() / 1000);
+  const jti = newJti();
+  const refresh = newRefreshToken();
+  const outcome = await ctx.refreshTokens.rotate(hashRefreshToken(presented), clientId, refresh.token, {
+    jti,
+    grantType: 'refresh_token',
+    scope: narrowed?.join(' '),
+    iat,
+    exp: iat + ACCESS_TTL_SECONDS,
+  });
+  if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
+  if (outcome.kind === 'reuse') {
+    log.warn({ sub: outcome.grant.subject, clientId }, 'refresh token reuse: family revoked');
+    throw new InvalidGrantError('refresh token was already used; the grant is revoked');
+  }
+  // RFC 6749 §6: a narrower scope may be asked for, a wider one may not; the store checks it before rotating.
+  if (outcome.kind === 'scope_exceeded') throw new InvalidScopeError('scope exceeds the original grant');
+  const grant = outcome.grant;
+  return tokenResponse(ctx, grant, narrowed?.join(' ') ?? grant.scope, jti, iat, refresh.value, undefined);
+}
+
+function tokenResponse(
+  ctx: IdpContext,
+  grant: Grant,
+  scope: string,
+  jti: string,
+  iat: number,
+  refreshToken: string,
+  nonce: string | undefined,
+): Record<string, unknown> {
+  const exp = iat + ACCESS_TTL_SECONDS;
+  const { issuer, audience } = ctx.config;
+  const body: Record<string, unknown> = {
+    access_token: ctx.signer.accessToken({
+      iss: issuer,
+      sub: grant.subject,
+      email: grant.email,
+      aud: audience,
+      scope,
+      azp: grant.clientId,
+      client_id: grant.clientId,
+      jti,
+      iat,
+      exp,
+    }),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TTL_SECONDS,
+    refresh_token: refreshToken,
+    scope,
+  };
+  const scopes = scope.split(' ');
+  if (scopes.includes('openid')) {
+    body.id_token = ctx.signer.idToken({
+      iss: issuer,
+      sub: grant.subject,
+      aud: grant.clientId,
+      azp: grant.clientId,
+      iat,
+      exp,
+      auth_time: grant.authTime,
+      ...(nonce !== undefined ? { nonce } : {}),
+      ...(scopes.includes('email') ? { email: grant.email, email_verified: true } : {}),
+    });
+  }
+  return body;
+}

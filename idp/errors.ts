@@ -1,0 +1,107 @@
+// One class per RFC 6749 / 7009 / 7591 / 8707 error code; each knows its HTTP status. They become wire
+// responses in exactly one place (app.ts), as `{error, error_description}`.
+
+export class OAuthError extends Error {
+  readonly error: string;
+  readonly status: number;
+  constructor(error: string, description: string, status = 400) {
+    super(description);
+    this.name = 'OAuthError';
+    this.error = error;
+    this.status = status;
+  }
+}
+
+export class InvalidRequestError extends OAuthError {
+  constructor(description: string, status = 400) {
+    super('invalid_request', description, status);
+  }
+}
+export class InvalidClientError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_client', description, 401);
+  }
+}
+export class InvalidGrantError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_grant', description);
+  }
+}
+export class UnauthorizedClientError extends OAuthError {
+  constructor(description: string) {
+    super('unauthorized_client', description);
+  }
+}
+export class UnsupportedGrantTypeError extends OAuthError {
+  constructor(description: string) {
+    super('unsupported_grant_type', description);
+  }
+}
+export class UnsupportedResponseTypeError extends OAuthError {
+  constructor(description: string) {
+    super('unsupported_response_type', description);
+  }
+}
+export class UnsupportedTokenTypeError extends OAuthError {
+  constructor(description: string) {
+    super('unsupported_token_type', description);
+  }
+}
+export class InvalidScopeError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_scope', description);
+  }
+}
+export class InvalidTargetError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_target', description);
+  }
+}
+export class LoginRequiredError extends OAuthError {
+  constructor(description: string) {
+    super('login_required', description);
+  }
+}
+export class InvalidRedirectUriError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_redirect_uri', description);
+  }
+}
+export class InvalidClientMetadataError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_client_metadata', description);
+  }
+}
+export class InvalidTokenError extends OAuthError {
+  constructor(description: string) {
+    super('invalid_token', description, 401);
+  }
+}
+export class TemporarilyUnavailableError extends OAuthError {
+  constructor(description: string) {
+    super('temporarily_unavailable', description, 503);
+  }
+}
+export class NotFoundError extends OAuthError {
+  constructor(description: string) {
+    super('not_found', description, 404);
+  }
+}
+export class MethodNotAllowedError extends OAuthError {
+  readonly allow: string;
+  constructor(allow: string) {
+    super('invalid_request', `method not allowed; use ${allow}`, 405);
+    this.allow = allow;
+  }
+}
+
+/**
+ * An authorize-endpoint error that must NOT be redirected: client_id or redirect_uri could not be trusted,
+ * so it is shown to the user as a plain 400 page (RFC 6749 §4.1.2.1; never an open redirect).
+ */
+export class AuthorizePageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'AuthorizePageError';
+  }
+}

@@ -1,0 +1,93 @@
+import { createServer, type Server } from 'node:http';
+import { Redis } from 'ioredis';
+import { createPool, ident, type Pool } from '../lib/db.ts';
+import { drain, listen } from '../lib/lifecycle.ts';
+import type { Logger } from '../lib/logger.ts';
+import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
+import { createIdpHandler } from './app.ts';
+import type { IdpConfig } from './config.ts';
+import type { IdpContext } from './context.ts';
+import { createClientStore } from './store/clients.ts';
+import { createCodeStore } from './store/codes.ts';
+import { createRefreshTokenStore } from './store/refresh-tokens.ts';
+import { createSessionStore } from './store/sessions.ts';
+import { JwtSigner } from './tokens/jwt.ts';
+import { loadSigningKeys } from './tokens/keys.ts';
+
+export interface RunningIdp {
+  server: Server;
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+export interface IdpDeps {
+  log: Logger;
+  /** Defaults to Redis at config.redisUrl; `platform dev` passes its in-process store. */
+  revocations?: RevocationPublisher;
+  host?: string;
+}
+
+/**
+ * The SQL type of the web application's users.id (serial integer in the Auth.js schema, text or uuid in
+ * others), so the refresh path can compare against it with its index. Undefined when the table is absent.
+ */
+async function usersIdType(pool: Pool, table: string): Promise<string | undefined> {
+  const { rows } = await pool.query<{ t: string | null }>(
+    `SELECT format_type(a.atttypid, a.atttypmod) AS t FROM pg_attribute a
+      WHERE a.attrelid = to_regclass($1) AND a.attname = 'id' AND NOT a.attisdropped`,
+    [ident(table)],
+  );
+  const t = rows[0]?.t;
+  return t && /^[a-z0-9 ()_,]+$/.test(t) ? t : undefined;
+}
+
+export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
+  const { log } = deps;
+  const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
+    throw new Error(`PLATFORM_OIDC_PRIVATE_KEY: ${err.message}`);
+  });
+  const pool = createPool(config.databaseUrl, log, { max: 20, applicationName: 'platform-idp' });
+  let redis: Redis | undefined;
+  let revocations = deps.revocations;
+  if (!revocations) {
+    if (!config.redisUrl) throw new Error('REDIS_URL: is required');
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
+    revocations = new RedisRevocationPublisher(redis);
+  }
+  try {
+    const idType = await usersIdType(pool, config.authjs.usersTable);
+    if (!idType) log.warn({ table: config.authjs.usersTable }, 'users table not found: deleted users are not detected on refresh');
+    const ctx: IdpContext = {
+      config,
+      keys,
+      signer: new JwtSigner(keys[0]!),
+      clients: createClientStore(pool),
+      codes: createCodeStore(pool),
+      refreshTokens: createRefreshTokenStore(pool, {
+        usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
+      }),
+      sessions: createSessionStore(pool, config.authjs),
+      revocations,
+    };
+    const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 }, createIdpHandler(ctx, log));
+    server.keepAliveTimeout = 65_000;
+    const addr = await listen(server, config.port, deps.host);
+    log.info({ port: addr.port, issuer: config.issuer, kids: keys.map((k) => k.kid) }, 'idp listening');
+    return {
+      server,
+      port: addr.port,
+      url: `http://127.0.0.1:${addr.port}`,
+      async close() {
+        await drain(server);
+        await pool.end();
+        redis?.disconnect();
+      },
+    };
+  } catch (err) {
+    await pool.end().catch(() => {});
+    redis?.disconnect();
+    throw err;
+  }
+}

@@ -1,0 +1,101 @@
+import type { Pool } from '../../lib/db.ts';
+
+export const CODE_TTL_SECONDS = 60;
+
+export interface CodeRecord {
+  clientId: string;
+  userId: string;
+  subject: string;
+  email: string;
+  codeChallenge: string;
+  redirectUri: string;
+  scope: string;
+  nonce: string | undefined;
+  familyId: string;
+  authTime: number;
+}
+
+export interface ConsumedCode extends CodeRecord {
+  expired: boolean;
+  /** True when this call consumed it; false when it had been consumed before (a replay). */
+  firstUse: boolean;
+}
+
+export interface CodeStore {
+  create(codeHash: string, rec: CodeRecord): Promise<void>;
+  /** Atomically marks the code consumed; a second call for the same code sees firstUse = false. */
+  consume(codeHash: string): Promise<ConsumedCode | undefined>;
+}
+
+interface Row {
+  client_id: string;
+  user_id: string;
+  subject: string;
+  email: string;
+  code_challenge: string;
+  redirect_uri: string;
+  scope: string;
+  nonce: string | null;
+  family_id: string;
+  auth_time: string;
+  expired: boolean;
+  first_use: boolean;
+}
+
+export function createCodeStore(pool: Pool): CodeStore {
+  return {
+    async create(codeHash, r) {
+      await pool.query({
+        name: 'code_create',
+        text: `INSERT INTO platform.oauth_codes
+                 (code, client_id, user_id, subject, email, code_challenge, redirect_uri, scope, nonce, family_id,
+                  auth_time, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))`,
+        values: [
+          codeHash,
+          r.clientId,
+          r.userId,
+          r.subject,
+          r.email,
+          r.codeChallenge,
+          r.redirectUri,
+          r.scope,
+          r.nonce ?? null,
+          r.familyId,
+          r.authTime,
+          CODE_TTL_SECONDS,
+        ],
+      });
+    },
+    async consume(codeHash) {
+      // The row lock taken by UPDATE makes concurrent exchanges queue; only the first sees consumed_at NULL.
+      const { rows } = await pool.query<Row>({
+        name: 'code_consume',
+        text: `WITH prev AS (SELECT code, consumed_at FROM platform.oauth_codes WHERE code = $1 FOR UPDATE)
+               UPDATE platform.oauth_codes c
+                  SET consumed_at = COALESCE(c.consumed_at, now())
+                 FROM prev
+                WHERE c.code = prev.code
+            RETURNING c.client_id, c.user_id, c.subject, c.email, c.code_challenge, c.redirect_uri, c.scope, c.nonce,
+                      c.family_id, c.auth_time, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use`,
+        values: [codeHash],
+      });
+      const r = rows[0];
+      if (!r) return undefined;
+      return {
+        clientId: r.client_id,
+        userId: r.user_id,
+        subject: r.subject,
+        email: r.email,
+        codeChallenge: r.code_challenge,
+        redirectUri: r.redirect_uri,
+        scope: r.scope,
+        nonce: r.nonce ?? undefined,
+        familyId: r.family_id,
+        authTime: Number(r.auth_time),
+        expired: r.expired,
+        firstUse: r.first_use,
+      };
+    },
+  };
+}

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** A client's mistake in the HTTP envelope (size, encoding, syntax), before any endpoint logic runs. */
+export class HttpInputError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'HttpInputError';
+    this.status = status;
+  }
+}
+
+export const DEFAULT_BODY_LIMIT = 64 * 1024;
+
+export async function readBody(req: IncomingMessage, limit = DEFAULT_BODY_LIMIT): Promise<Buffer> {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    req.resume();
+    throw new HttpInputError(413, `request body exceeds ${limit} bytes`);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limit) {
+      req.resume();
+      throw new HttpInputError(413, `request body exceeds ${limit} bytes`);
+    }
+    chunks.push(chunk as Buffer);
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+}
+
+function mediaType(req: IncomingMessage): string {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+}
+
+/** application/x-www-form-urlencoded body; a repeated parameter is a request error (RFC 6749 §3.1). */
+export async function readForm(req: IncomingMessage, limit?: number): Promise<Map<string, string>> {
+  if (mediaType(req) !== 'application/x-www-form-urlencoded') {
+    throw new HttpInputError(400, 'content-type must be application/x-www-form-urlencoded');
+  }
+  const body = await readBody(req, limit);
+  return parseParams(body.toString('utf8'));
+}
+
+export function parseParams(text: string): Map<string, string> {
+  if (/%(?![0-9a-fA-F]{2})/.test(text)) throw new HttpInputError(400, 'malformed percent-encoding');
+  const out = new Map<string, string>();
+  for (const [k, v] of new URLSearchParams(text)) {
+    if (out.has(k)) throw new HttpInputError(400, `parameter "${k}" given more than once`);
+    out.set(k, v);
+  }
+  return out;
+}
+
+export async function readJson(req: IncomingMessage, limit?: number): Promise<unknown> {
+  if (mediaType(req) !== 'application/json') throw new HttpInputError(400, 'content-type must be application/json');
+  const body = await readBody(req, limit);
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new HttpInputError(400, 'body is not valid JSON');
+  }
+}
+
+export function requestId(req: IncomingMessage): string {
+  const given = req.headers['x-request-id'];
+  // Accept a caller's id only when it is short and plain, so it cannot inject into logs or headers.
+  if (typeof given === 'string' && /^[A-Za-z0-9._:-]{1,128}$/.test(given)) return given;
+  return randomUUID();
+}
+
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(payload),
+    ...headers,
+  });
+  res.end(payload);
+}
+
+export function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'content-length': Buffer.byteLength(text),
+    ...headers,
+  });
+  res.end(text);
+}
+
+export function redirect(res: ServerResponse, location: string, headers: Record<string, string> = {}): void {
+  res.writeHead(302, { location, 'content-length': 0, 'cache-control': 'no-store', ...headers });
+  res.end();
+}
+
+export function parseCookies(header: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!header) return out;
+  for (const part of header.split(';')) {
+    const i = part.indexOf('=');
+    if (i < 0) continue;
+    const name = part.slice(0, i).trim();
+    let value = part.slice(i + 1).trim();
+    if (value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1);
+    try {
+      value = decodeURIComponent(value);
+    } catch {
+      // keep the raw value: a malformed cookie simply matches no session
+    }
+    if (name && !out.has(name)) out.set(name, value);
+  }
+  return out;
+}

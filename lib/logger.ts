@@ -1,0 +1,37 @@
+import pino, { type Logger } from 'pino';
+
+export type { Logger };
+
+// Secrets never reach a log line: credentials travel in these headers and bodies, and the
+// authorization response's Location carries the code.
+const REDACT = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'res.headers["set-cookie"]',
+  'res.headers.location',
+  '*.access_token',
+  '*.refresh_token',
+  '*.id_token',
+  '*.code',
+  '*.code_verifier',
+  '*.client_secret',
+  '*.token',
+  '*.password',
+];
+
+export interface LoggerOptions {
+  name: string;
+  level?: string;
+  destination?: pino.DestinationStream;
+}
+
+export function createLogger({ name, level = 'info', destination }: LoggerOptions): Logger {
+  const opts: pino.LoggerOptions = {
+    name,
+    level,
+    redact: { paths: REDACT, censor: '[redacted]' },
+    base: { pid: process.pid, service: name },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  return destination ? pino(opts, destination) : pino(opts);
+}
