@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp node deps clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps clean
 
 dev: deps
 	node bin/platform.js dev
@@ -31,10 +31,13 @@ typecheck: deps
 
 check: lint typecheck test
 
-bench: bench-idp
+bench: bench-idp bench-gateway
 
 bench-idp: deps
 	node bench/idp-refresh.ts
+
+bench-gateway: deps
+	node bench/gateway-proxy.ts
 
 node: $(NODE_DEP)
 

@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../lib/config.ts';
 import { registerAdmin } from './admin.ts';
+import { registerClientCommands } from './client-commands.ts';
 import { processEnv } from './config.ts';
 import { runMigrate } from './migrate.ts';
 
@@ -19,6 +20,33 @@ program
   .description('run the OpenID Connect provider')
   .action(async () => (await import('../idp/main.ts')).main(processEnv()));
 
+program
+  .command('gateway')
+  .description('run the authenticating reverse proxy')
+  .action(async () => (await import('../gateway/main.ts')).main(processEnv()));
+
+program
+  .command('tool')
+  .description('run one MCP tool server: platform, mail or deals')
+  .argument('<name>', 'platform | mail | deals')
+  .action(async (name: string) => (await import('../tools/main.ts')).main(name, processEnv()));
+
+program
+  .command('dev')
+  .description('the whole stack in one process on embedded defaults (PGlite, in-process cache)')
+  .action(async () => (await import('./dev.ts')).dev(processEnv()));
+
+program
+  .command('doctor')
+  .description("run the spec's operational acceptance checks that can be run from outside")
+  .requiredOption('--base-url <url>', 'public base URL of the deployment')
+  .option('--service <name>', 'only this service')
+  .action(async (opts: { baseUrl: string; service?: string }) => {
+    const code = await (await import('../deploy/doctor.ts')).doctor(opts);
+    process.exitCode = code;
+  });
+
+registerClientCommands(program);
 registerAdmin(program);
 
 try {

@@ -1,0 +1,124 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+
+export const PLATFORM_BIN = fileURLToPath(new URL('../../bin/platform.js', import.meta.url));
+
+export interface RunningProcess {
+  child: ChildProcess;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Parsed JSON log lines from stdout. */
+  logs(): Array<Record<string, unknown>>;
+  waitFor(pattern: RegExp, timeoutMs?: number): Promise<void>;
+  /** SIGTERM, then wait for exit; resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `platform <args>` as a real child process with exactly `env` (plus PATH). */
+export function startPlatform(args: string[], env: Record<string, string | undefined>): RunningProcess {
+  const child = spawn(process.execPath, [PLATFORM_BIN, ...args], {
+    env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const waiters: Array<() => void> = [];
+  const onData = (d: Buffer) => {
+    out += d.toString();
+    for (const w of waiters.splice(0)) w();
+  };
+  child.stdout!.on('data', onData);
+  child.stderr!.on('data', onData);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
+    for (const w of waiters.splice(0)) w();
+    resolve(code);
+  }));
+  let exitCode: number | null | undefined;
+  void exited.then((c) => {
+    exitCode = c;
+  });
+  return {
+    child,
+    exited,
+    output: () => out,
+    logs: () =>
+      out
+        .split('\n')
+        .filter((l) => l.startsWith('{'))
+        .map((l) => {
+          try {
+            return JSON.parse(l) as Record<string, unknown>;
+          } catch {
+            return {};
+          }
+        }),
+    waitFor(pattern, timeoutMs = 15_000) {
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern}; output:\n${out}`)), timeoutMs);
+        const check = () => {
+          if (pattern.test(out)) {
+            clearTimeout(timer);
+            resolve();
+          } else if (exitCode !== undefined) {
+            clearTimeout(timer);
+            reject(new Error(`process exited (${exitCode}) before ${pattern}; output:\n${out}`));
+          } else waiters.push(check);
+        };
+        check();
+      });
+    },
+    async stop(signal = 'SIGTERM') {
+      if (exitCode !== undefined) return exitCode;
+      child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+let cachedKey: string | undefined;
+/** A 2048-bit RSA private key as PKCS8 PEM (generated once per test file). */
+export function testSigningKeyPem(): string {
+  cachedKey ??= generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  return cachedKey;
+}
+
+export interface IdpProcess extends RunningProcess {
+  url: string;
+  issuer: string;
+  audience: string;
+}
+
+/** A running `platform idp` on a free port against the given database and Redis. */
+export async function startIdpProcess(opts: {
+  databaseUrl: string;
+  redisUrl: string;
+  env?: Record<string, string>;
+}): Promise<IdpProcess> {
+  const port = await freePort();
+  const issuer = `http://127.0.0.1:${port}`;
+  const audience = 'https://platform.test/api';
+  const p = startPlatform(['idp'], {
+    IDP_PORT: String(port),
+    PLATFORM_OIDC_ISSUER: issuer,
+    PLATFORM_OIDC_PRIVATE_KEY: testSigningKeyPem(),
+    PLATFORM_AUDIENCE: audience,
+    DATABASE_URL: opts.databaseUrl,
+    REDIS_URL: opts.redisUrl,
+    ...opts.env,
+  });
+  await p.waitFor(/idp listening/);
+  return Object.assign(p, { url: issuer, issuer: opts.env?.PLATFORM_OIDC_ISSUER ?? issuer, audience: opts.env?.PLATFORM_AUDIENCE ?? audience });
+}
+
+export async function freePort(): Promise<number> {
+  const net = await import('node:net');
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
