@@ -23,14 +23,9 @@ export function grantScope(requested: string[], services: readonly string[], ent
     if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s)) throw new InvalidScopeError('scope contains a character RFC 6749 §3.3 forbids');
     if (!supported.has(s)) throw new InvalidScopeError(`scope "${s}" is not supported`);
   }
-  const asked = requested.length > 0 ? requested : [...supported];
-  return asked
-    .filter((s) => !s.startsWith('mcp:') || entitled.has(s.slice(4)))
-    .sort((a, b) => order(a) - order(b) || a.localeCompare(b))
+  const asked = new Set(requested.length > 0 ? requested : supported);
+  // Canonical order (identity scopes, then services as configured), so equal grants compare equal.
+  return [...supported]
+    .filter((s) => asked.has(s) && (!s.startsWith('mcp:') || entitled.has(s.slice(4))))
     .join(' ');
-}
-
-function order(s: string): number {
-  const i = (IDENTITY_SCOPES as readonly string[]).indexOf(s);
-  return i >= 0 ? i : 10;
 }
