@@ -4,7 +4,7 @@ import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
-import { createIdpHandler } from './app.ts';
+import { createIdpHandler, type Handler } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createClientStore } from './store/clients.ts';
@@ -26,6 +26,11 @@ export interface IdpDeps {
   /** Defaults to Redis at config.redisUrl; `platform dev` passes its in-process store. */
   revocations?: RevocationPublisher;
   host?: string;
+  /**
+   * Wraps the provider's request handler before it listens. `platform dev` uses it to serve its stand-in
+   * sign-in page (`/api/auth/*`) on the provider's own origin, where PLATFORM_LOGIN_URL points by default.
+   */
+  wrapHandler?: (idp: Handler) => Handler;
 }
 
 /**
@@ -71,7 +76,10 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       sessions: createSessionStore(pool, config.authjs),
       revocations,
     };
-    const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 }, createIdpHandler(ctx, log));
+    const server = createServer(
+      { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
+      deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+    );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
     log.info({ port: addr.port, issuer: config.issuer, kids: keys.map((k) => k.kid) }, 'idp listening');
