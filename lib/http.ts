@@ -49,6 +49,8 @@ export function parseParams(text: string): Map<string, string> {
   if (/%(?![0-9a-fA-F]{2})/.test(text)) throw new HttpInputError(400, 'malformed percent-encoding');
   const out = new Map<string, string>();
   for (const [k, v] of new URLSearchParams(text)) {
+    // NUL is valid UTF-8 but no OAuth parameter can hold it, and Postgres text cannot store it.
+    if (k.includes('\u0000') || v.includes('\u0000')) throw new HttpInputError(400, 'parameters must not contain NUL');
     if (out.has(k)) throw new HttpInputError(400, `parameter "${k}" given more than once`);
     out.set(k, v);
   }
@@ -57,12 +59,15 @@ export function parseParams(text: string): Map<string, string> {
 
 export async function readJson(req: IncomingMessage, limit?: number): Promise<unknown> {
   if (mediaType(req) !== 'application/json') throw new HttpInputError(400, 'content-type must be application/json');
-  const body = await readBody(req, limit);
+  const text = (await readBody(req, limit)).toString('utf8');
+  let value: unknown;
   try {
-    return JSON.parse(body.toString('utf8'));
+    value = JSON.parse(text);
   } catch {
     throw new HttpInputError(400, 'body is not valid JSON');
   }
+  if (text.includes('\\u0000') || text.includes('\u0000')) throw new HttpInputError(400, 'JSON strings must not contain NUL');
+  return value;
 }
 
 export function requestId(req: IncomingMessage): string {
