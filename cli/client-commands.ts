@@ -1,4 +1,65 @@
 import type { Command } from 'commander';
+import { CliError } from './client/errors.ts';
+import { type Io, processIo } from './client/io.ts';
+import { type ClientFlags, loadClientConfig, processEnv } from './config.ts';
 
-/** `platform login | token | logout | call` — not built yet. */
-export function registerClientCommands(_program: Command): void {}
+/**
+ * `platform login | token | logout | call`: the user-facing client. Each command lives in its own module, loaded
+ * only when run, so the server subcommands do not pay for the OAuth and MCP client libraries.
+ */
+export function registerClientCommands(program: Command, io: Io = processIo): void {
+  program
+    .command('login')
+    .description('sign in with the browser (loopback + PKCE) and store tokens for the other commands')
+    .option('--issuer <url>', 'the platform issuer (PLATFORM_ISSUER, default http://localhost:4000)')
+    .option('--no-browser', 'do not try to open a browser; only print the sign-in URL')
+    .action((flags: ClientFlags) =>
+      run(io, async () => (await import('./login.ts')).login(loadClientConfig(processEnv(), flags), io)),
+    );
+
+  program
+    .command('token')
+    .description('print a valid access token, refreshing it silently when it is about to expire')
+    .option('--token <token>', 'print this token instead (PLATFORM_TOKEN), for headless use')
+    .action((flags: ClientFlags) =>
+      run(io, async () => {
+        const token = await (await import('./token.ts')).accessToken(
+          loadClientConfig(processEnv(), flags),
+          io,
+        );
+        io.out(token);
+      }),
+    );
+
+  program
+    .command('logout')
+    .description('revoke the stored refresh token at the issuer and delete it')
+    .action(() =>
+      run(io, async () => (await import('./logout.ts')).logout(loadClientConfig(processEnv()), io)),
+    );
+
+  program
+    .command('call')
+    .description('call an MCP tool through the gateway with the stored token')
+    .argument('<service>', 'platform | mail | deals | …')
+    .argument('<tool>', 'the tool name, e.g. whoami')
+    .argument('[json-args]', "the tool's arguments as a JSON object")
+    .option('--gateway <url>', 'the gateway (PLATFORM_GATEWAY_URL, default http://localhost:8080)')
+    .option('--token <token>', 'use this access token (PLATFORM_TOKEN)')
+    .action((service: string, tool: string, json: string | undefined, flags: ClientFlags) =>
+      run(io, async () =>
+        (await import('./call.ts')).call(loadClientConfig(processEnv(), flags), { service, tool, json }, io),
+      ),
+    );
+}
+
+/** A CliError is the user's to act on: one line and its exit code. Anything else is main.ts's to report. */
+async function run(io: Io, fn: () => Promise<unknown>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    if (!(err instanceof CliError)) throw err;
+    io.err(`platform: ${err.message}`);
+    process.exitCode = err.exitCode;
+  }
+}

@@ -1,0 +1,72 @@
+import * as oidc from 'openid-client';
+import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
+import { CliError, LOGIN_HINT } from './client/errors.ts';
+import { withFileLock } from './client/file-lock.ts';
+import type { Io } from './client/io.ts';
+import { describeOidcError, discoverIssuer, oauthErrorCode } from './client/oidc.ts';
+import { credentialsFromTokens } from './client/tokens.ts';
+import type { ClientConfig } from './config.ts';
+
+/** Refresh this long before expiry, so a token handed out is still good when it reaches the gateway. */
+export const REFRESH_MARGIN_SECONDS = 60;
+
+/**
+ * A usable access token: `--token` / PLATFORM_TOKEN as given (headless use, never refreshed), else the stored
+ * one, refreshed first (refresh grant, rotated refresh token stored) when it expires within the margin.
+ */
+export async function accessToken(config: ClientConfig, io: Io): Promise<string> {
+  if (config.token) return config.token;
+  const creds = await readCredentials(config.credentialsPath);
+  if (!creds) throw new CliError('NOT_LOGGED_IN', `not logged in: ${LOGIN_HINT}`);
+  if (!needsRefresh(creds)) return creds.access_token;
+  // Under the lock, read again: another process may have refreshed while this one waited.
+  return withFileLock(config.credentialsPath, async () => {
+    const current = await readCredentials(config.credentialsPath);
+    if (!current) throw new CliError('NOT_LOGGED_IN', `not logged in: ${LOGIN_HINT}`);
+    if (!needsRefresh(current)) return current.access_token;
+    return (await refresh(config.credentialsPath, current, io)).access_token;
+  });
+}
+
+function needsRefresh(creds: Credentials, now = Date.now() / 1000): boolean {
+  return creds.expires_at - now <= REFRESH_MARGIN_SECONDS;
+}
+
+async function refresh(path: string, creds: Credentials, io: Io): Promise<Credentials> {
+  let tokens: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
+  try {
+    const server = await discoverIssuer(creds.issuer, { clientId: creds.client_id, warn: io.err });
+    tokens = await oidc.refreshTokenGrant(server, creds.refresh_token);
+  } catch (err) {
+    const code = oauthErrorCode(err);
+    if (code !== undefined) {
+      // invalid_grant: expired, revoked, or reused. Any other refusal also means the grant cannot be used.
+      throw new CliError(
+        'SESSION_EXPIRED',
+        `the sign-in is no longer valid (${describeOidcError(err)}): ${LOGIN_HINT}`,
+        {
+          cause: err,
+        },
+      );
+    }
+    // The issuer is unreachable but the token has not expired yet: it is still good for a little while.
+    if (creds.expires_at > Date.now() / 1000 + 5) {
+      io.err(`warning: could not refresh the access token (${messageOf(err)}); it expires soon`);
+      return creds;
+    }
+    throw new CliError('UNREACHABLE', `could not refresh the access token: ${messageOf(err)}`, {
+      cause: err,
+    });
+  }
+  const next = credentialsFromTokens(tokens, {
+    issuer: creds.issuer,
+    clientId: creds.client_id,
+    previous: creds,
+  });
+  await writeCredentials(path, next);
+  return next;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof CliError ? err.message : describeOidcError(err);
+}

@@ -1,0 +1,216 @@
+// `platform login | token | logout` as a user runs them: real processes against a running `platform idp`, the
+// browser leg in headless Chromium carrying the web application's session cookie.
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { postForm } from '../helpers/oauth.ts';
+import { freePort, type IdpProcess, startIdpProcess, startPlatform } from '../helpers/processes.ts';
+import { AUTHORIZE_URL, hasChromium, launchChromium, runPlatform, tempConfigHome } from './support.ts';
+
+let db: TestDatabase;
+let idp: IdpProcess;
+let user: SeededUser;
+let browser: Browser;
+let home: Awaited<ReturnType<typeof tempConfigHome>>;
+
+beforeAll(async () => {
+  [db, browser, home] = await Promise.all([createTestDatabase(), launchChromium(), tempConfigHome()]);
+  idp = await startIdpProcess({ databaseUrl: db.url, redisUrl: inject('redisUrl') });
+  user = await seedUser(db.pool, { email: 'Carol.Cli@Example.com' });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await idp?.stop();
+  await db?.drop();
+  await home?.cleanup();
+});
+
+const env = () => ({ XDG_CONFIG_HOME: home.dir, PLATFORM_ISSUER: idp.issuer });
+
+interface Stored {
+  issuer: string;
+  client_id: string;
+  access_token: string;
+  refresh_token: string;
+  expires_at: number;
+  scope: string;
+  id_token?: string;
+}
+const readStored = async () => JSON.parse(await readFile(home.credentials, 'utf8')) as Stored;
+
+/** Starts `platform login --no-browser` and returns the process and the URL it printed. */
+async function startLogin(extraEnv: Record<string, string> = {}) {
+  const p = startPlatform(['login', '--no-browser'], { ...env(), ...extraEnv });
+  await p.waitFor(AUTHORIZE_URL);
+  const url = new URL(AUTHORIZE_URL.exec(p.output())![1]!);
+  return { p, url };
+}
+
+describe.skipIf(!hasChromium)('platform login, token, logout against platform idp', () => {
+  it('signs in through the browser, stores 0600 credentials, refreshes on expiry, revokes on logout', async () => {
+    const { p, url } = await startLogin();
+    expect(url.searchParams.get('client_id')).toBe('platform-cli');
+    expect(url.searchParams.get('code_challenge_method')).toBe('S256');
+    expect(url.searchParams.get('redirect_uri')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+
+    const context = await browser.newContext();
+    await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
+    const page = await context.newPage();
+    await page.goto(url.href);
+    expect(await page.textContent('body')).toContain(`Signed in to ${idp.issuer} as ${user.email}`);
+    await context.close();
+    expect(await p.exited).toBe(0);
+    expect(p.output()).toContain(`Logged in to ${idp.issuer} as ${user.email}`);
+
+    expect((await stat(home.credentials)).mode & 0o777).toBe(0o600);
+    expect((await stat(`${home.dir}/platform`)).mode & 0o777).toBe(0o700);
+    const first = await readStored();
+    expect(first).toMatchObject({ issuer: idp.issuer, client_id: 'platform-cli' });
+    expect(first.scope.split(' ')).toEqual(expect.arrayContaining(['openid', 'email', 'mcp:platform']));
+    expect(first.expires_at).toBeGreaterThan(Date.now() / 1000 + 3500);
+    expect(first.refresh_token).toBeTruthy();
+    expect(first.id_token).toBeTruthy();
+
+    // `platform token` prints the stored token, verified against the published key set.
+    const t1 = await runPlatform(['token'], env());
+    expect(t1).toMatchObject({ code: 0, stderr: '' });
+    const jwks = createRemoteJWKSet(new URL(`${idp.issuer}/.well-known/jwks.json`));
+    const { payload } = await jwtVerify(t1.stdout.trim(), jwks, {
+      issuer: idp.issuer,
+      audience: idp.audience,
+    });
+    expect(payload).toMatchObject({ email: user.email, sub: user.sub, client_id: 'platform-cli' });
+    expect(t1.stdout.trim()).toBe(first.access_token);
+
+    // Within 60 s of expiry: refreshed silently, the rotated refresh token stored.
+    await writeFile(
+      home.credentials,
+      JSON.stringify({ ...first, expires_at: Math.floor(Date.now() / 1000) + 30 }),
+    );
+    const t2 = await runPlatform(['token'], env());
+    expect(t2.code).toBe(0);
+    const second = await readStored();
+    expect(second.refresh_token).not.toBe(first.refresh_token);
+    expect(second.access_token).toBe(t2.stdout.trim());
+    expect(decodeJwt(second.access_token).jti).not.toBe(decodeJwt(first.access_token).jti);
+    expect(second.expires_at).toBeGreaterThan(Date.now() / 1000 + 3500);
+    expect((await stat(home.credentials)).mode & 0o777).toBe(0o600);
+    await jwtVerify(second.access_token, jwks, { issuer: idp.issuer, audience: idp.audience });
+
+    const out = await runPlatform(['logout'], env());
+    expect(out.code).toBe(0);
+    expect(out.stdout).toContain(`Logged out of ${idp.issuer}`);
+    await expect(stat(home.credentials)).rejects.toMatchObject({ code: 'ENOENT' });
+    const reuse = await postForm(`${idp.issuer}/oauth/token`, {
+      grant_type: 'refresh_token',
+      refresh_token: second.refresh_token,
+      client_id: 'platform-cli',
+    });
+    expect(reuse.status).toBe(400);
+    expect(reuse.json).toMatchObject({ error: 'invalid_grant' });
+
+    const after = await runPlatform(['token'], env());
+    expect(after.code).not.toBe(0);
+    expect(after.stderr.trim()).toBe('platform: not logged in: run `platform login`');
+  });
+
+  it('refuses a callback whose state does not match, and says so in the browser and the terminal', async () => {
+    const { p, url } = await startLogin();
+    const forged = new URL(url.searchParams.get('redirect_uri')!);
+    forged.search = new URLSearchParams({
+      code: 'stolen',
+      state: 'not-the-state',
+      iss: idp.issuer,
+    }).toString();
+    const res = await fetch(forged);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toMatch(/^Sign-in failed: .*state mismatch/);
+    expect(await p.exited).toBe(1);
+    expect(p.output()).toContain(
+      'platform: the browser answer does not belong to this login (state mismatch)',
+    );
+    await expect(stat(home.credentials)).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('reports an error callback from the issuer (no session, prompt=none → login_required)', async () => {
+    const { p, url } = await startLogin();
+    url.searchParams.set('prompt', 'none');
+    const res = await fetch(url); // follows the redirect to the loopback listener
+    expect(res.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback\?error=login_required/);
+    expect(res.status).toBe(400);
+    expect(await res.text()).toContain('Sign-in failed: the issuer refused the sign-in: login_required');
+    expect(await p.exited).toBe(1);
+    expect(p.output()).toContain('platform: the issuer refused the sign-in: login_required');
+  });
+
+  it('refuses an answer that names another issuer (RFC 9207)', async () => {
+    const { p, url } = await startLogin();
+    const forged = new URL(url.searchParams.get('redirect_uri')!);
+    forged.search = new URLSearchParams({
+      code: 'x',
+      state: url.searchParams.get('state')!,
+      iss: 'https://evil.example',
+    }).toString();
+    expect((await fetch(forged)).status).toBe(400);
+    expect(await p.exited).toBe(1);
+    expect(p.output()).toContain('the answer came from issuer https://evil.example');
+  });
+
+  it('gives up after PLATFORM_LOGIN_TIMEOUT with a clear message', async () => {
+    const { p } = await startLogin({ PLATFORM_LOGIN_TIMEOUT: '1' });
+    expect(await p.exited).toBe(1);
+    expect(p.output()).toContain('platform: sign-in timed out: no answer from the browser within 1 s');
+  });
+});
+
+describe('platform token without a browser', () => {
+  it('prints --token / PLATFORM_TOKEN as given, without credentials', async () => {
+    const a = await runPlatform(['token', '--token', 'given.by.flag'], { XDG_CONFIG_HOME: '/nonexistent' });
+    expect(a).toMatchObject({ code: 0, stdout: 'given.by.flag\n' });
+    const b = await runPlatform(['token'], {
+      XDG_CONFIG_HOME: '/nonexistent',
+      PLATFORM_TOKEN: 'from.the.env',
+    });
+    expect(b).toMatchObject({ code: 0, stdout: 'from.the.env\n' });
+  });
+
+  it('a refused refresh says to log in again; an unreachable issuer is named', async () => {
+    const h = await tempConfigHome();
+    try {
+      const stale = {
+        issuer: idp.issuer,
+        client_id: 'platform-cli',
+        access_token: 'a.b.c',
+        refresh_token: 'never-issued',
+        expires_at: 0,
+        scope: 'openid',
+      };
+      await mkdir(`${h.dir}/platform`, { recursive: true });
+      await writeFile(h.credentials, JSON.stringify(stale));
+      const r = await runPlatform(['token'], { XDG_CONFIG_HOME: h.dir });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(
+        /^platform: the sign-in is no longer valid \(invalid_grant.*\): run `platform login`\n$/,
+      );
+
+      const dead = `http://127.0.0.1:${await freePort()}`;
+      await writeFile(h.credentials, JSON.stringify({ ...stale, issuer: dead }));
+      const u = await runPlatform(['token'], { XDG_CONFIG_HOME: h.dir });
+      expect(u.code).toBe(1);
+      expect(u.stderr).toBe(
+        `platform: could not refresh the access token: cannot use issuer ${dead}: connection refused (is it running?)\n`,
+      );
+
+      // logout still removes the file when the issuer cannot be reached, and says what was not revoked.
+      const out = await runPlatform(['logout'], { XDG_CONFIG_HOME: h.dir });
+      expect(out.code).toBe(0);
+      expect(out.stderr).toContain(`warning: could not revoke the sign-in at ${dead}`);
+      await expect(stat(h.credentials)).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      await h.cleanup();
+    }
+  });
+});
