@@ -1,6 +1,20 @@
 import type { Env } from '../lib/config.ts';
+import { onShutdown } from '../lib/lifecycle.ts';
+import { createLogger } from '../lib/logger.ts';
+import { loadToolConfig } from './config.ts';
+import { startToolServer } from './server.ts';
 
-/** `platform tool <name>` — not built yet (issue 4). */
-export async function main(_name: string, _env: Env): Promise<void> {
-  throw new Error('platform tool is not implemented yet');
+/**
+ * `platform tool <name>`: configuration from the environment only, validated before anything connects; the
+ * database probe runs before listening. Either failure rejects, and the CLI prints one line and exits non-zero.
+ */
+export async function main(name: string, env: Env): Promise<void> {
+  const config = loadToolConfig(name, env);
+  const log = createLogger({ name: `tool-${config.service}`, level: config.logLevel });
+  const server = await startToolServer(config.service, config, { log }).catch((err: Error) => {
+    // Into the JSON log as well, where operators look first; the CLI still prints the one-line reason.
+    log.fatal({ reason: err.message }, 'start-up failed');
+    throw err;
+  });
+  onShutdown(log, () => server.close());
 }

@@ -1,0 +1,163 @@
+// Shared by the tool-server tests: signed identity headers (what the gateway adds), a real MCP SDK client
+// that signs every request, an in-process server with captured logs, and a switchable TCP path to Postgres.
+import { randomUUID } from 'node:crypto';
+import net from 'node:net';
+import { Writable } from 'node:stream';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Identity } from '../../lib/identity.ts';
+import { signIdentity } from '../../lib/identity.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { loadToolConfig } from '../../tools/config.ts';
+import { type RunningToolServer, startToolServer } from '../../tools/server.ts';
+
+export const IDENTITY_SECRET = 'tools-test-identity-secret-0123456789';
+
+export function identityFor(user: { email: string; sub: string }, over: Partial<Identity> = {}): Identity {
+  return {
+    email: user.email,
+    sub: user.sub,
+    issuer: 'platform',
+    scope: 'openid email mcp:platform mcp:mail mcp:deals',
+    clientId: 'test-client',
+    jti: randomUUID(),
+    requestId: randomUUID(),
+    ...over,
+  };
+}
+
+/** Headers exactly as the gateway would add them, signed now (or at `t`). */
+export function signedHeaders(
+  identity: Identity,
+  opts: { secret?: string; t?: number } = {},
+): Record<string, string> {
+  return signIdentity(opts.secret ?? IDENTITY_SECRET, { ...identity, requestId: randomUUID() }, opts.t);
+}
+
+export interface McpConnection {
+  client: Client;
+  transport: StreamableHTTPClientTransport;
+  /** Swaps the identity used for the following requests (the session stays). */
+  actAs(identity: Identity): void;
+  call(name: string, args?: Record<string, unknown>): Promise<CallToolResult>;
+  close(): Promise<void>;
+}
+
+/** The MCP SDK's own client over streamable HTTP; every HTTP request it makes is freshly signed. */
+export async function connectMcp(mcpUrl: string, identity: Identity): Promise<McpConnection> {
+  let current = identity;
+  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
+    fetch: (url, init) => {
+      const headers = new Headers(init?.headers);
+      for (const [k, v] of Object.entries(signedHeaders(current))) headers.set(k, v);
+      return fetch(url, { ...init, headers });
+    },
+  });
+  const client = new Client({ name: 'tools-test', version: '1.0.0' });
+  await client.connect(transport);
+  return {
+    client,
+    transport,
+    actAs(next) {
+      current = next;
+    },
+    call: (name, args = {}) => client.callTool({ name, arguments: args }) as Promise<CallToolResult>,
+    async close() {
+      await transport.terminateSession().catch(() => {});
+      await client.close();
+    },
+  };
+}
+
+/** The JSON a tool returned: structuredContent on success, the error object parsed from text on failure. */
+export function toolJson(r: CallToolResult): Record<string, unknown> {
+  if (!r.isError) return r.structuredContent as Record<string, unknown>;
+  const first = r.content[0];
+  if (first?.type !== 'text') throw new Error('tool error without text content');
+  return JSON.parse(first.text) as Record<string, unknown>;
+}
+
+export interface InProcessServer extends RunningToolServer {
+  mcpUrl: string;
+  logs(): Array<Record<string, unknown>>;
+}
+
+/** `startToolServer` in this process on a free port, with its JSON logs captured. */
+export async function startInProcess(
+  name: string,
+  env: Record<string, string | undefined>,
+): Promise<InProcessServer> {
+  const lines: string[] = [];
+  const destination = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  const config = loadToolConfig(name, {
+    GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+    [`${name.toUpperCase()}_MCP_PORT`]: '0',
+    LOG_LEVEL: 'debug',
+    ...env,
+  });
+  const log = createLogger({ name: `tool-${name}`, level: config.logLevel, destination });
+  const server = await startToolServer(config.service, config, { log, host: '127.0.0.1' });
+  return {
+    ...server,
+    mcpUrl: `${server.url}/${name}/mcp`,
+    logs: () => lines.map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+/**
+ * A TCP relay to Postgres that the test can cut: "the database went down" without touching the shared server.
+ * `down()` closes the listener and every relayed connection (new connections are refused); `up()` reopens.
+ */
+export interface PostgresRelay {
+  url: string;
+  down(): Promise<void>;
+  up(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startPostgresRelay(targetUrl: string): Promise<PostgresRelay> {
+  const target = new URL(targetUrl);
+  const sockets = new Set<net.Socket>();
+  let server: net.Server | undefined;
+  let port = 0;
+  const open = () =>
+    new Promise<void>((resolve, reject) => {
+      if (server) return resolve();
+      const s = net.createServer((inbound) => {
+        const outbound = net.connect(Number(target.port || 5432), target.hostname);
+        for (const sock of [inbound, outbound]) {
+          sockets.add(sock);
+          sock.on('close', () => sockets.delete(sock));
+          sock.on('error', () => {
+            inbound.destroy();
+            outbound.destroy();
+          });
+        }
+        inbound.pipe(outbound).pipe(inbound);
+      });
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => {
+        port = (s.address() as net.AddressInfo).port;
+        server = s;
+        resolve();
+      });
+    });
+  const shut = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      if (!server) return resolve();
+      server.close(() => resolve());
+      server = undefined;
+    });
+  await open();
+  const u = new URL(targetUrl);
+  u.hostname = '127.0.0.1';
+  u.port = String(port);
+  return { url: u.toString(), down: shut, up: open, close: shut };
+}

@@ -1,0 +1,139 @@
+import {
+  ConfigError,
+  csv,
+  databaseUrl,
+  type Env,
+  httpUrl,
+  logLevel,
+  optionalString,
+  port,
+  requiredString,
+} from '../lib/config.ts';
+
+export const TOOL_SERVICES = ['platform', 'mail', 'deals'] as const;
+export type ToolServiceName = (typeof TOOL_SERVICES)[number];
+
+/** Microsoft Graph app-only (client-credentials) settings; present only when all three credentials are set. */
+export interface GraphConfig {
+  tenantId: string;
+  clientId: string;
+  clientSecret: string;
+  /** Graph API root, e.g. `https://graph.microsoft.com/v1.0` (tests point it at a local stand-in). */
+  baseUrl: string;
+  tokenUrl: string;
+}
+
+export interface ToolServerConfig {
+  service: ToolServiceName;
+  port: number;
+  databaseUrl: string;
+  identitySecret: string;
+  /** Lowercased; who may use `as_user_email`. */
+  adminEmails: readonly string[];
+  /** The web application's Auth.js users table, read for USER_NOT_PROVISIONED. */
+  usersTable: string;
+  /** Host-header patterns (`host:*` = any port); empty = no host guard. */
+  allowedHosts: readonly string[];
+  /** Allowed `Origin` values; empty = no origin guard. */
+  allowedOrigins: readonly string[];
+  /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
+  graph: GraphConfig | undefined;
+  /** MCP sessions idle longer than this are closed (they hold a server object each). */
+  sessionIdleMs: number;
+  logLevel: string;
+}
+
+// Same bound the IdP uses for its table settings: a plain identifier, optionally schema-qualified.
+const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
+// An HMAC key shorter than this is guessable offline from one captured request.
+const MIN_SECRET_LENGTH = 16;
+
+export function isToolService(name: string): name is ToolServiceName {
+  return (TOOL_SERVICES as readonly string[]).includes(name);
+}
+
+function graphConfig(env: Env): GraphConfig | undefined {
+  const names = ['GRAPH_TENANT_ID', 'GRAPH_CLIENT_ID', 'GRAPH_CLIENT_SECRET'] as const;
+  const given = names.filter((n) => optionalString(env, n) !== undefined);
+  if (given.length === 0) return undefined;
+  // A half-configured Graph would silently fall back to the outbox; refuse it instead.
+  const missing = names.find((n) => optionalString(env, n) === undefined);
+  if (missing)
+    throw new ConfigError(
+      missing,
+      `is required when ${given.join(', ')} ${given.length > 1 ? 'are' : 'is'} set`,
+    );
+  const tenantId = requiredString(env, 'GRAPH_TENANT_ID');
+  if (!/^[A-Za-z0-9.-]{1,128}$/.test(tenantId)) {
+    throw new ConfigError('GRAPH_TENANT_ID', 'must be a tenant id (GUID) or domain name');
+  }
+  return Object.freeze({
+    tenantId,
+    clientId: requiredString(env, 'GRAPH_CLIENT_ID'),
+    clientSecret: requiredString(env, 'GRAPH_CLIENT_SECRET'),
+    baseUrl: httpUrl(env, 'GRAPH_BASE_URL') ?? 'https://graph.microsoft.com/v1.0',
+    tokenUrl:
+      httpUrl(env, 'GRAPH_TOKEN_URL') ?? `https://login.microsoftonline.com/${tenantId}/oauth2/v2.0/token`,
+  });
+}
+
+function hostPatterns(env: Env, name: string): string[] {
+  const out = csv(env, name).map((h) => h.toLowerCase());
+  for (const h of out) {
+    if (!/^[a-z0-9.[\]:-]+(:\*)?$/.test(h))
+      throw new ConfigError(name, `"${h}" is not a host pattern (host, host:port or host:*)`);
+  }
+  return out;
+}
+
+function origins(env: Env, name: string): string[] {
+  const out = csv(env, name);
+  for (const o of out) {
+    let u: URL;
+    try {
+      u = new URL(o);
+    } catch {
+      throw new ConfigError(name, `"${o}" is not an origin`);
+    }
+    if (u.origin !== o.replace(/\/$/, ''))
+      throw new ConfigError(name, `"${o}" is not an origin (scheme://host[:port])`);
+  }
+  return out.map((o) => o.replace(/\/$/, ''));
+}
+
+/** `platform tool <name>`'s settings (CONTRACT.md § Tool servers, plus the Graph settings in docs/tools.md). */
+export function loadToolConfig(name: string, env: Env): ToolServerConfig {
+  if (!isToolService(name)) {
+    throw new ConfigError(
+      'tool',
+      `unknown tool server "${name}"; expected one of ${TOOL_SERVICES.join(', ')}`,
+    );
+  }
+  const prefix = name.toUpperCase();
+  // First: a SQLite path or any non-PostgreSQL URL is the failure the spec's diagnostics table names.
+  const dbUrl = databaseUrl(env);
+  const secret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
+  if (secret.length < MIN_SECRET_LENGTH) {
+    throw new ConfigError('GATEWAY_IDENTITY_SECRET', `must be at least ${MIN_SECRET_LENGTH} characters`);
+  }
+  const usersTable = optionalString(env, 'PLATFORM_AUTHJS_USERS_TABLE') ?? 'users';
+  if (!TABLE_NAME.test(usersTable)) {
+    throw new ConfigError(
+      'PLATFORM_AUTHJS_USERS_TABLE',
+      `must be a table name (optionally schema.table), got "${usersTable}"`,
+    );
+  }
+  return Object.freeze({
+    service: name,
+    port: port(env, `${prefix}_MCP_PORT`, 3000),
+    databaseUrl: dbUrl,
+    identitySecret: secret,
+    adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
+    usersTable,
+    allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
+    allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
+    graph: name === 'mail' ? graphConfig(env) : undefined,
+    sessionIdleMs: 30 * 60_000,
+    logLevel: logLevel(env),
+  });
+}

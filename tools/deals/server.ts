@@ -1,0 +1,36 @@
+import type { ToolService } from '../kit/service.ts';
+import { purgeExpiredKeys } from './store/closures.ts';
+import { citationStatusTool } from './tools/citation-status.ts';
+import { getConflictsTool } from './tools/get-conflicts.ts';
+import { proposeDealClosureTool } from './tools/propose-deal-closure.ts';
+
+// Expired keys are already ignored on lookup; the sweep only keeps the table small.
+const PURGE_INTERVAL_MS = 10 * 60_000;
+
+export const dealsService: ToolService = {
+  name: 'deals',
+  version: '1.0.0',
+  instructions:
+    'Deal closures: propose_deal_closure records a proposal idempotently; get_conflicts and citation_status show what disagrees and what is fragile.',
+  tables: [
+    'platform.deal_artifacts',
+    'platform.idempotency_keys',
+    'platform.artifact_event',
+    'platform.metric_conflicts',
+  ],
+  async start({ pool, log }) {
+    const timer = setInterval(() => {
+      purgeExpiredKeys(pool).then(
+        (n) => n > 0 && log.info({ purged: n }, 'expired idempotency keys purged'),
+        (err: Error) => log.warn({ err: { message: err.message } }, 'idempotency key purge failed'),
+      );
+    }, PURGE_INTERVAL_MS);
+    timer.unref();
+    return {
+      tools: [proposeDealClosureTool(pool), getConflictsTool(pool), citationStatusTool(pool)],
+      async close() {
+        clearInterval(timer);
+      },
+    };
+  },
+};

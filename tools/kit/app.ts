@@ -1,0 +1,79 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { requestId } from '../../lib/http.ts';
+import type { Logger } from '../../lib/logger.ts';
+import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
+import type { HostGuard } from './host-guard.ts';
+import { authenticate } from './identity.ts';
+import type { ProvisioningCheck } from './provisioning.ts';
+import type { SessionManager } from './sessions.ts';
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+export interface ToolAppParts {
+  /** The service name, which is also the public path prefix (`/<service>/mcp`). */
+  service: string;
+  identitySecret: string;
+  hostGuard: HostGuard;
+  provisioning: ProvisioningCheck;
+  sessions: SessionManager;
+}
+
+interface Exchange {
+  req: IncomingMessage;
+  res: ServerResponse;
+  log: Logger;
+}
+
+type Endpoint = (x: Exchange) => Promise<void>;
+
+const health: Endpoint = async ({ res }) => {
+  // Liveness only: the start-up probe ran before the port was opened, so "up" already means "DB was reachable".
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': 15,
+    'cache-control': 'no-store',
+  });
+  res.end('{"status":"ok"}');
+};
+
+/**
+ * A tool server as a request handler; tools/server.ts owns the process side (pool, probe, port, shutdown).
+ * The MCP endpoint reads as its steps: host guard, caller from the signed headers, provisioning, MCP.
+ */
+export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
+  const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
+    parts.hostGuard.check(req);
+    const identity = authenticate(req, parts.identitySecret);
+    const provisioning = await parts.provisioning(identity, reqLog);
+    await parts.sessions.handle(req, res, { identity, provisioning });
+  };
+
+  // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
+  const routes = new Map<string, Readonly<Record<string, Endpoint>>>([
+    ['/health', { GET: health }],
+    [`/${parts.service}/health`, { GET: health }],
+    [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
+  ]);
+
+  return (req, res) => {
+    const id = requestId(req);
+    const reqLog = log.child({ reqId: id });
+    const started = performance.now();
+    res.setHeader('x-request-id', id);
+    const path = (req.url ?? '/').split('?')[0]!;
+    res.once('close', () => {
+      reqLog.info(
+        { method: req.method, path, status: res.statusCode, ms: Math.round(performance.now() - started) },
+        'request',
+      );
+    });
+    const run = async () => {
+      const entry = routes.get(path);
+      if (!entry) throw new NotFoundError(path);
+      const endpoint = req.method ? entry[req.method] : undefined;
+      if (!endpoint) throw new MethodNotAllowedError(Object.keys(entry));
+      await endpoint({ req, res, log: reqLog });
+    };
+    run().catch((err: unknown) => respondError(res, err, reqLog, id, path));
+  };
+}

@@ -1,0 +1,110 @@
+import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type {
+  CallToolResult,
+  ServerNotification,
+  ServerRequest,
+  ToolAnnotations,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { z } from 'zod';
+import type { Identity } from '../../lib/identity.ts';
+import type { Logger } from '../../lib/logger.ts';
+import type { Provisioning } from './provisioning.ts';
+import { DependencyUnavailableError, toolErrorResult } from './tool-errors.ts';
+
+/** What a tool handler knows about its call: the caller of *this* HTTP request, never of the session. */
+export interface ToolCall {
+  identity: Identity;
+  requestId: string;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+export interface ToolSpec<I extends z.ZodObject, O extends z.ZodObject> {
+  name: string;
+  title: string;
+  description: string;
+  input: I;
+  output: O;
+  annotations?: ToolAnnotations;
+  run(args: z.output<I>, call: ToolCall): Promise<z.output<O>>;
+}
+
+// The registry holds tools of different shapes; `run` is declared as a method so the erased type accepts them.
+// biome-ignore lint/suspicious/noExplicitAny: type erasure for a heterogeneous list; each spec is checked by defineTool.
+export type AnyTool = ToolSpec<any, any>;
+
+/** Typed at the definition site, erased for the registry. */
+export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(spec: ToolSpec<I, O>): AnyTool {
+  return spec;
+}
+
+/** Per-request caller data the kit puts into the SDK's `authInfo.extra`. */
+export interface CallerInfo {
+  identity: Identity;
+  provisioning: Provisioning;
+}
+
+const CALLER_KEY = 'platformCaller';
+
+export function callerAuthInfo(caller: CallerInfo): AuthInfo {
+  // There is no bearer at this hop: the gateway validated it and vouches with signed headers instead.
+  return {
+    token: '',
+    clientId: caller.identity.clientId,
+    scopes: caller.identity.scope.split(' ').filter(Boolean),
+    extra: { [CALLER_KEY]: caller },
+  };
+}
+
+function callerOf(authInfo: AuthInfo | undefined): CallerInfo {
+  const caller = authInfo?.extra?.[CALLER_KEY] as CallerInfo | undefined;
+  // Every MCP request passes the kit's identity step first; reaching a tool without it is a bug, not a 401.
+  if (!caller) throw new TypeError('tool called without the caller the kit attaches to every request');
+  return caller;
+}
+
+/** Registers the tools on one session's server, each wrapped with the caller check and the error mapping. */
+export function registerTools(server: McpServer, tools: readonly AnyTool[], log: Logger): void {
+  for (const tool of tools) {
+    server.registerTool(
+      tool.name,
+      {
+        title: tool.title,
+        description: tool.description,
+        inputSchema: tool.input,
+        outputSchema: tool.output,
+        annotations: tool.annotations,
+      },
+      async (
+        args: unknown,
+        extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
+      ): Promise<CallToolResult> => {
+        const { identity, provisioning } = callerOf(extra.authInfo);
+        const callLog = log.child({ reqId: identity.requestId, tool: tool.name, caller: identity.email });
+        const started = performance.now();
+        let result: CallToolResult;
+        try {
+          if (provisioning !== 'verified') {
+            throw new DependencyUnavailableError(
+              'database',
+              'the user directory is unavailable, so the caller cannot be verified; nothing was done, retry shortly',
+            );
+          }
+          const out = await tool.run(args, {
+            identity,
+            requestId: identity.requestId,
+            log: callLog,
+            signal: extra.signal,
+          });
+          result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+        } catch (err) {
+          result = toolErrorResult(err, callLog);
+        }
+        callLog.info({ ms: Math.round(performance.now() - started), ok: !result.isError }, 'tool call');
+        return result;
+      },
+    );
+  }
+}

@@ -1,0 +1,32 @@
+import type { Identity } from '../../lib/identity.ts';
+import { ToolError } from '../kit/tool-errors.ts';
+
+/** Non-admin send-as (spec: 403 `send_as_forbidden`); inside MCP it is a tool error with that code. */
+export class SendAsForbiddenError extends ToolError {
+  constructor() {
+    super('send_as_forbidden', 'as_user_email is for platform admins only; omit it to act as yourself', 403);
+  }
+}
+
+export interface Sender {
+  /** The mailbox the message or event goes out from. */
+  email: string;
+  /** True when it is not the caller's own mailbox. */
+  sendAs: boolean;
+}
+
+/**
+ * Whose mailbox a call uses. Naming yourself in `as_user_email` is not send-as; naming someone else needs the
+ * caller's email in PLATFORM_ADMIN_EMAILS (compared case-insensitively).
+ */
+export function resolveSender(
+  identity: Identity,
+  asUserEmail: string | undefined,
+  adminEmails: readonly string[],
+): Sender {
+  const self = identity.email.toLowerCase();
+  const requested = asUserEmail?.trim().toLowerCase();
+  if (!requested || requested === self) return { email: self, sendAs: false };
+  if (!adminEmails.includes(self)) throw new SendAsForbiddenError();
+  return { email: requested, sendAs: true };
+}
