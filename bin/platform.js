@@ -6,8 +6,12 @@ import { spawnSync } from 'node:child_process';
 if (process.features.typescript) {
   await import('../cli/main.ts');
 } else {
-  const r = spawnSync(process.execPath, ['--experimental-strip-types', '--no-warnings', ...process.argv.slice(1)], {
-    stdio: 'inherit',
-  });
+  const r = spawnSync(
+    process.execPath,
+    ['--experimental-strip-types', '--no-warnings', ...process.argv.slice(1)],
+    {
+      stdio: 'inherit',
+    },
+  );
   process.exit(r.status ?? 1);
 }

@@ -1,16 +1,20 @@
 import type { Command } from 'commander';
 import { Redis } from 'ioredis';
+import { listAudit } from '../idp/store/audit.ts';
+import { createRefreshTokenStore } from '../idp/store/refresh-tokens.ts';
 import { ConfigError, databaseUrl, type Env, redisUrl } from '../lib/config.ts';
 import { createPool } from '../lib/db.ts';
 import { createLogger } from '../lib/logger.ts';
 import { RedisRevocationPublisher } from '../lib/revocation.ts';
-import { listAudit } from '../idp/store/audit.ts';
-import { createRefreshTokenStore } from '../idp/store/refresh-tokens.ts';
 import { processEnv } from './config.ts';
 
 const ACCESS_TTL_SECONDS = 3600;
 
-async function withDeps<T>(env: Env, needRedis: boolean, fn: (d: { pool: ReturnType<typeof createPool>; publisher?: RedisRevocationPublisher }) => Promise<T>) {
+async function withDeps<T>(
+  env: Env,
+  needRedis: boolean,
+  fn: (d: { pool: ReturnType<typeof createPool>; publisher?: RedisRevocationPublisher }) => Promise<T>,
+) {
   const log = createLogger({ name: 'admin', level: 'warn' });
   const pool = createPool(databaseUrl(env), log, { max: 2 });
   let redis: Redis | undefined;
@@ -36,7 +40,7 @@ export function registerAdmin(program: Command): void {
 
   admin
     .command('revoke-user')
-    .description("revoke every token of a user: refresh tokens in the database, access tokens by a cut-off")
+    .description('revoke every token of a user: refresh tokens in the database, access tokens by a cut-off')
     .requiredOption('--email <email>', 'the user whose tokens are revoked')
     .action(async (opts: { email: string }) => {
       const email = opts.email.trim().toLowerCase();
@@ -89,14 +93,17 @@ export function registerAdmin(program: Command): void {
     .option('--json', 'one JSON object per line')
     .action(async (opts: { email?: string; limit: string; json?: boolean }) => {
       const limit = Number(opts.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000) throw new Error('--limit must be 1..10000');
+      if (!Number.isInteger(limit) || limit < 1 || limit > 10_000)
+        throw new Error('--limit must be 1..10000');
       await withDeps(processEnv(), false, async ({ pool }) => {
         const rows = await listAudit(pool, { email: opts.email, limit });
         if (opts.json) {
           for (const r of rows) process.stdout.write(`${JSON.stringify(r)}\n`);
           return;
         }
-        process.stdout.write('issued_at                 grant               client                 email / sub / jti / scope\n');
+        process.stdout.write(
+          'issued_at                 grant               client                 email / sub / jti / scope\n',
+        );
         for (const r of rows) {
           process.stdout.write(
             `${r.issuedAt}  ${r.grantType.padEnd(18)}  ${r.clientId.padEnd(21)}  ${r.email}  ${r.subject}  ${r.jti}  ${r.scope}\n`,

@@ -11,7 +11,9 @@ export async function runMigrate(env: Env): Promise<void> {
   try {
     const r = await migrate(pool, MIGRATION_SETS);
     for (const a of r.applied) process.stdout.write(`applied ${a}\n`);
-    process.stdout.write(`migrations up to date (${r.applied.length} applied, ${r.skipped.length} already present)\n`);
+    process.stdout.write(
+      `migrations up to date (${r.applied.length} applied, ${r.skipped.length} already present)\n`,
+    );
   } finally {
     await pool.end();
   }

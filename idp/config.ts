@@ -1,8 +1,8 @@
 import {
   ConfigError,
-  type Env,
   csv,
   databaseUrl,
+  type Env,
   httpUrl,
   logLevel,
   optionalString,
@@ -41,7 +41,8 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
 
 function table(env: Env, name: string, fallback: string): string {
   const v = optionalString(env, name) ?? fallback;
-  if (!TABLE_NAME.test(v)) throw new ConfigError(name, `must be a table name (optionally schema.table), got "${v}"`);
+  if (!TABLE_NAME.test(v))
+    throw new ConfigError(name, `must be a table name (optionally schema.table), got "${v}"`);
   return v;
 }
 
@@ -54,7 +55,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     })();
   const services = csv(env, 'PLATFORM_SERVICES', ['platform', 'mail', 'deals', 'calendar', 'crm']);
   for (const s of services) {
-    if (!SERVICE_NAME.test(s)) throw new ConfigError('PLATFORM_SERVICES', `"${s}" is not a service name ([a-z][a-z0-9-]*)`);
+    if (!SERVICE_NAME.test(s))
+      throw new ConfigError('PLATFORM_SERVICES', `"${s}" is not a service name ([a-z][a-z0-9-]*)`);
   }
   if (services.length === 0) throw new ConfigError('PLATFORM_SERVICES', 'names no service');
   const allowedRedirectUris = csv(env, 'PLATFORM_ALLOWED_REDIRECT_URIS');
@@ -65,7 +67,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     } catch {
       throw new ConfigError('PLATFORM_ALLOWED_REDIRECT_URIS', `"${u}" is not an absolute URL`);
     }
-    if (parsed.hash) throw new ConfigError('PLATFORM_ALLOWED_REDIRECT_URIS', `"${u}" must not carry a fragment`);
+    if (parsed.hash)
+      throw new ConfigError('PLATFORM_ALLOWED_REDIRECT_URIS', `"${u}" must not carry a fragment`);
   }
   const cookie = optionalString(env, 'PLATFORM_SESSION_COOKIE');
   const redis = redisUrl(env);

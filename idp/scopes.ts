@@ -17,10 +17,15 @@ export function parseScope(value: string | undefined | null): string[] {
  * The granted scope: what was asked (everything supported when nothing was), minus services the user is
  * not entitled to. An unknown scope is an error rather than silently dropped, so a typo is visible.
  */
-export function grantScope(requested: string[], services: readonly string[], entitled: ReadonlySet<string>): string {
+export function grantScope(
+  requested: string[],
+  services: readonly string[],
+  entitled: ReadonlySet<string>,
+): string {
   const supported = new Set(supportedScopes(services));
   for (const s of requested) {
-    if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s)) throw new InvalidScopeError('scope contains a character RFC 6749 §3.3 forbids');
+    if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s))
+      throw new InvalidScopeError('scope contains a character RFC 6749 §3.3 forbids');
     if (!supported.has(s)) throw new InvalidScopeError(`scope "${s}" is not supported`);
   }
   const asked = new Set(requested.length > 0 ? requested : supported);

@@ -57,13 +57,21 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   let revocations = deps.revocations;
   if (!revocations) {
     if (!config.redisUrl) throw new Error('REDIS_URL: is required');
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false });
+    redis = new Redis(config.redisUrl, {
+      maxRetriesPerRequest: 2,
+      enableOfflineQueue: true,
+      lazyConnect: false,
+    });
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);
   }
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
-    if (!idType) log.warn({ table: config.authjs.usersTable }, 'users table not found: deleted users are not detected on refresh');
+    if (!idType)
+      log.warn(
+        { table: config.authjs.usersTable },
+        'users table not found: deleted users are not detected on refresh',
+      );
     const ctx: IdpContext = {
       config,
       keys,

@@ -48,7 +48,11 @@ export function csv(env: Env, name: string, fallback: readonly string[] = []): s
 }
 
 /** An absolute http(s) URL without a trailing slash (issuers and base URLs are compared as strings). */
-export function httpUrl(env: Env, name: string, value: string | undefined = raw(env, name)): string | undefined {
+export function httpUrl(
+  env: Env,
+  name: string,
+  value: string | undefined = raw(env, name),
+): string | undefined {
   if (value === undefined) return undefined;
   let u: URL;
   try {
@@ -75,7 +79,10 @@ export function databaseUrl(env: Env, name = 'DATABASE_URL'): string {
 export function normaliseDatabaseUrl(v: string, name = 'DATABASE_URL'): string {
   const m = /^(postgresql(?:\+asyncpg)?):\/\//.exec(v);
   if (!m) {
-    throw new ConfigError(name, 'must begin with postgresql:// or postgresql+asyncpg:// (a PostgreSQL server, not a file path)');
+    throw new ConfigError(
+      name,
+      'must begin with postgresql:// or postgresql+asyncpg:// (a PostgreSQL server, not a file path)',
+    );
   }
   const url = `postgresql://${v.slice(m[0].length)}`;
   try {

@@ -20,7 +20,12 @@ export function createPool(url: string, log: Logger, opts: PoolOptions = {}): pg
     application_name: opts.applicationName,
   });
   // An idle client whose server went away emits here; without a listener the process would crash.
-  pool.on('error', (err) => log.warn({ err: { message: err.message, code: (err as { code?: string }).code } }, 'idle database connection lost'));
+  pool.on('error', (err) =>
+    log.warn(
+      { err: { message: err.message, code: (err as { code?: string }).code } },
+      'idle database connection lost',
+    ),
+  );
   return pool;
 }
 

@@ -50,7 +50,8 @@ export function parseParams(text: string): Map<string, string> {
   const out = new Map<string, string>();
   for (const [k, v] of new URLSearchParams(text)) {
     // NUL is valid UTF-8 but no OAuth parameter can hold it, and Postgres text cannot store it.
-    if (k.includes('\u0000') || v.includes('\u0000')) throw new HttpInputError(400, 'parameters must not contain NUL');
+    if (k.includes('\u0000') || v.includes('\u0000'))
+      throw new HttpInputError(400, 'parameters must not contain NUL');
     if (out.has(k)) throw new HttpInputError(400, `parameter "${k}" given more than once`);
     out.set(k, v);
   }
@@ -58,7 +59,8 @@ export function parseParams(text: string): Map<string, string> {
 }
 
 export async function readJson(req: IncomingMessage, limit?: number): Promise<unknown> {
-  if (mediaType(req) !== 'application/json') throw new HttpInputError(400, 'content-type must be application/json');
+  if (mediaType(req) !== 'application/json')
+    throw new HttpInputError(400, 'content-type must be application/json');
   const text = (await readBody(req, limit)).toString('utf8');
   let value: unknown;
   try {
@@ -66,7 +68,8 @@ export async function readJson(req: IncomingMessage, limit?: number): Promise<un
   } catch {
     throw new HttpInputError(400, 'body is not valid JSON');
   }
-  if (text.includes('\\u0000') || text.includes('\u0000')) throw new HttpInputError(400, 'JSON strings must not contain NUL');
+  if (text.includes('\\u0000') || text.includes('\u0000'))
+    throw new HttpInputError(400, 'JSON strings must not contain NUL');
   return value;
 }
 
@@ -92,7 +95,12 @@ export function sendJson(
   res.end(payload);
 }
 
-export function sendText(res: ServerResponse, status: number, text: string, headers: Record<string, string> = {}): void {
+export function sendText(
+  res: ServerResponse,
+  status: number,
+  text: string,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, {
     'content-type': 'text/plain; charset=utf-8',
     'content-length': Buffer.byteLength(text),

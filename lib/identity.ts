@@ -28,12 +28,18 @@ export const IDENTITY_MAX_AGE_SECONDS = 60;
 
 function mac(secret: string | Buffer, t: number, id: Identity): string {
   return createHmac('sha256', secret)
-    .update(`${t}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`)
+    .update(
+      `${t}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`,
+    )
     .digest('hex');
 }
 
 /** The headers the gateway adds; values are exactly the signed strings. */
-export function signIdentity(secret: string | Buffer, id: Identity, now = Math.floor(Date.now() / 1000)): Record<string, string> {
+export function signIdentity(
+  secret: string | Buffer,
+  id: Identity,
+  now = Math.floor(Date.now() / 1000),
+): Record<string, string> {
   return {
     [IDENTITY_HEADERS.email]: id.email,
     [IDENTITY_HEADERS.sub]: id.sub,
@@ -84,7 +90,8 @@ export function verifyIdentity(
     requestId: one(headers, IDENTITY_HEADERS.requestId),
   };
   const expected = Buffer.from(mac(secret, t, id), 'hex');
-  if (!timingSafeEqual(expected, Buffer.from(m[2]!, 'hex'))) throw new IdentityError('identity signature invalid');
+  if (!timingSafeEqual(expected, Buffer.from(m[2]!, 'hex')))
+    throw new IdentityError('identity signature invalid');
   if (issuer !== 'platform' && issuer !== 'entra' && issuer !== 'service') {
     throw new IdentityError('identity issuer kind unknown');
   }

@@ -36,9 +36,10 @@ export async function migrate(pool: pg.Pool, sets: readonly MigrationSet[]): Pro
       const files = (await readdir(set.dir)).filter((f) => /^\d+_[\w-]+\.sql$/.test(f)).sort();
       const done = new Set(
         (
-          await client.query<{ version: string }>('SELECT version FROM platform.schema_migrations WHERE component = $1', [
-            set.component,
-          ])
+          await client.query<{ version: string }>(
+            'SELECT version FROM platform.schema_migrations WHERE component = $1',
+            [set.component],
+          )
         ).rows.map((r) => r.version),
       );
       for (const file of files) {

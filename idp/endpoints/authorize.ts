@@ -61,7 +61,12 @@ export const authorize: Endpoint = async (ctx, x) => {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
     redirect(
       x.res,
-      withParams(redirectUri, { error: err.error, error_description: err.message, state, iss: ctx.config.issuer }),
+      withParams(redirectUri, {
+        error: err.error,
+        error_description: err.message,
+        state,
+        iss: ctx.config.issuer,
+      }),
     );
   }
 };
@@ -87,7 +92,8 @@ function checkParameters(ctx: IdpContext, params: Map<string, string>, clientId:
   if (!codeChallenge) throw new InvalidRequestError('code_challenge is required (PKCE is mandatory)');
   const method = params.get('code_challenge_method');
   if (method !== 'S256') throw new InvalidRequestError('code_challenge_method must be S256');
-  if (!PKCE_CHALLENGE.test(codeChallenge)) throw new InvalidRequestError('code_challenge is not a base64url S256 digest');
+  if (!PKCE_CHALLENGE.test(codeChallenge))
+    throw new InvalidRequestError('code_challenge is not a base64url S256 digest');
   if (clientId === CLI_CLIENT_ID && !params.get('state')) throw new InvalidRequestError('state is required');
   if (params.has('request') || params.has('request_uri')) {
     throw new OAuthError('request_not_supported', 'request objects are not supported');
@@ -132,4 +138,3 @@ function withParams(base: string, params: Record<string, string | undefined>): s
   for (const [k, v] of Object.entries(params)) if (v !== undefined) u.searchParams.set(k, v);
   return u.toString();
 }
-

@@ -3,5 +3,8 @@ import { OAuthError } from '../errors.ts';
 
 /** The device flow (RFC 8628) is planned, not implemented (spec § Endpoints). */
 export const deviceAuthorization: Endpoint = async () => {
-  throw new OAuthError('unsupported_grant_type', 'the device authorization flow (RFC 8628) is not implemented yet');
+  throw new OAuthError(
+    'unsupported_grant_type',
+    'the device authorization flow (RFC 8628) is not implemented yet',
+  );
 };

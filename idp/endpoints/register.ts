@@ -17,8 +17,10 @@ export const register: Endpoint = async (ctx, x) => {
   }
   const m = body as Record<string, unknown>;
   const uris = m.redirect_uris;
-  if (!Array.isArray(uris) || uris.length === 0) throw new InvalidRedirectUriError('redirect_uris must be a non-empty array');
-  if (uris.length > MAX_REDIRECT_URIS) throw new InvalidRedirectUriError(`at most ${MAX_REDIRECT_URIS} redirect_uris`);
+  if (!Array.isArray(uris) || uris.length === 0)
+    throw new InvalidRedirectUriError('redirect_uris must be a non-empty array');
+  if (uris.length > MAX_REDIRECT_URIS)
+    throw new InvalidRedirectUriError(`at most ${MAX_REDIRECT_URIS} redirect_uris`);
   for (const u of uris) {
     if (typeof u !== 'string') throw new InvalidRedirectUriError('every redirect_uri must be a string');
     if (!isLoopbackCallback(u) && !ctx.config.allowedRedirectUris.includes(u)) {
@@ -29,7 +31,9 @@ export const register: Endpoint = async (ctx, x) => {
   }
   const authMethod = m.token_endpoint_auth_method ?? 'none';
   if (authMethod !== 'none') {
-    throw new InvalidClientMetadataError('only public clients are supported (token_endpoint_auth_method "none")');
+    throw new InvalidClientMetadataError(
+      'only public clients are supported (token_endpoint_auth_method "none")',
+    );
   }
   const grantTypes = m.grant_types ?? ['authorization_code', 'refresh_token'];
   if (

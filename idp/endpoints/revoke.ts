@@ -26,9 +26,13 @@ export const revoke: Endpoint = async (ctx, x) => {
   if (token.split('.').length === 3) {
     // Only a token this provider signed can put a jti on the denylist: an unauthenticated caller must not be
     // able to deny arbitrary ids.
-    const claims = verifyOwnAccessToken(token, ctx.keys, { issuer: ctx.config.issuer, audience: ctx.config.audience });
+    const claims = verifyOwnAccessToken(token, ctx.keys, {
+      issuer: ctx.config.issuer,
+      audience: ctx.config.audience,
+    });
     if (claims) {
-      if (clientId && claims.azp !== clientId) throw new UnauthorizedClientError('token was issued to another client');
+      if (clientId && claims.azp !== clientId)
+        throw new UnauthorizedClientError('token was issued to another client');
       try {
         await ctx.revocations.denyJti(claims.jti, claims.exp);
       } catch (err) {
@@ -41,7 +45,8 @@ export const revoke: Endpoint = async (ctx, x) => {
     const hash = hashRefreshToken(token);
     const found = await ctx.refreshTokens.revoke(hash);
     if (found) {
-      if (clientId && found.clientId !== clientId) x.log.warn({ clientId }, 'refresh token revoked by another client id');
+      if (clientId && found.clientId !== clientId)
+        x.log.warn({ clientId }, 'refresh token revoked by another client id');
       x.log.info({ clientId: found.clientId }, 'refresh token revoked');
     }
   }

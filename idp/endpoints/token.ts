@@ -32,8 +32,10 @@ export const token: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
   const clientId = form.get('client_id');
   if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
-  if (form.has('client_secret')) throw new InvalidClientError('clients are public; client_secret is not accepted');
-  if (!(await ctx.clients.find(clientId))) throw new InvalidClientError('client_id is not a registered client');
+  if (form.has('client_secret'))
+    throw new InvalidClientError('clients are public; client_secret is not accepted');
+  if (!(await ctx.clients.find(clientId)))
+    throw new InvalidClientError('client_id is not a registered client');
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
 
@@ -52,7 +54,8 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
   const redirectUri = form.get('redirect_uri');
   if (!code) throw new InvalidRequestError('code is missing');
   if (!verifier) throw new InvalidRequestError('code_verifier is missing (PKCE is mandatory)');
-  if (!VERIFIER.test(verifier)) throw new InvalidRequestError('code_verifier must be 43-128 unreserved characters');
+  if (!VERIFIER.test(verifier))
+    throw new InvalidRequestError('code_verifier must be 43-128 unreserved characters');
   if (!redirectUri) throw new InvalidRequestError('redirect_uri is missing');
   if (code.length > 256) throw new InvalidGrantError('authorization code is invalid');
 
@@ -64,8 +67,10 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
     throw new InvalidGrantError('authorization code was already used');
   }
   if (rec.expired) throw new InvalidGrantError('authorization code is expired');
-  if (rec.clientId !== clientId) throw new InvalidGrantError('authorization code was issued to another client');
-  if (rec.redirectUri !== redirectUri) throw new InvalidGrantError('redirect_uri does not match the authorization request');
+  if (rec.clientId !== clientId)
+    throw new InvalidGrantError('authorization code was issued to another client');
+  if (rec.redirectUri !== redirectUri)
+    throw new InvalidGrantError('redirect_uri does not match the authorization request');
   const computed = createHash('sha256').update(verifier).digest();
   const expected = Buffer.from(rec.codeChallenge, 'base64url');
   if (expected.length !== computed.length || !timingSafeEqual(computed, expected)) {

@@ -8,7 +8,10 @@ export const userinfo: Endpoint = async (ctx, x) => {
   const auth = x.req.headers.authorization ?? '';
   const m = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i.exec(auth);
   if (!m) throw new InvalidTokenError('a platform access token is required as a Bearer token');
-  const claims = verifyOwnAccessToken(m[1]!, ctx.keys, { issuer: ctx.config.issuer, audience: ctx.config.audience });
+  const claims = verifyOwnAccessToken(m[1]!, ctx.keys, {
+    issuer: ctx.config.issuer,
+    audience: ctx.config.audience,
+  });
   if (!claims) throw new InvalidTokenError('the access token is invalid or expired');
   sendJson(x.res, 200, { sub: claims.sub, email: claims.email }, { 'cache-control': 'no-store' });
 };

@@ -10,7 +10,10 @@ export interface AuditEntry {
   scope: string;
 }
 
-export async function listAudit(pool: Pool, opts: { email?: string; limit?: number } = {}): Promise<AuditEntry[]> {
+export async function listAudit(
+  pool: Pool,
+  opts: { email?: string; limit?: number } = {},
+): Promise<AuditEntry[]> {
   const { rows } = await pool.query<{
     issued_at: Date;
     jti: string;

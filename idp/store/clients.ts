@@ -19,7 +19,12 @@ export function createClientStore(pool: Pool): ClientStore {
     async find(clientId) {
       const hit = cache.get(clientId);
       if (hit && hit.until > Date.now()) return hit.client;
-      const { rows } = await pool.query<{ client_id: string; name: string; redirect_uris: string; type: string }>({
+      const { rows } = await pool.query<{
+        client_id: string;
+        name: string;
+        redirect_uris: string;
+        type: string;
+      }>({
         name: 'client_find',
         text: 'SELECT client_id, name, redirect_uris, type FROM platform.oauth_clients WHERE client_id = $1',
         values: [clientId],

@@ -170,7 +170,12 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
     },
   };
 
-  async function rotateSlow(values: unknown[], hash: string, clientId: string, next: NewToken): Promise<RotateOutcome> {
+  async function rotateSlow(
+    values: unknown[],
+    hash: string,
+    clientId: string,
+    next: NewToken,
+  ): Promise<RotateOutcome> {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
@@ -196,7 +201,8 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       const r = rows[0];
       let outcome: RotateOutcome;
       if (!r) outcome = { kind: 'invalid', reason: 'refresh token is unknown' };
-      else if (r.client_id !== clientId) outcome = { kind: 'invalid', reason: 'refresh token was issued to another client' };
+      else if (r.client_id !== clientId)
+        outcome = { kind: 'invalid', reason: 'refresh token was issued to another client' };
       else if (r.revoked) outcome = { kind: 'invalid', reason: 'refresh token is revoked' };
       else if (r.expired) outcome = { kind: 'invalid', reason: 'refresh token is expired' };
       else if (!r.user_exists) outcome = { kind: 'invalid', reason: 'user no longer exists' };
@@ -233,11 +239,15 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       client.release();
     }
 
-    async function rotateLocked(c: typeof client, r: GrantRow & { id: string }, v: unknown[]): Promise<RotateOutcome> {
-      await c.query('UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()) WHERE id = $1', [
-        r.id,
-        next.id,
-      ]);
+    async function rotateLocked(
+      c: typeof client,
+      r: GrantRow & { id: string },
+      v: unknown[],
+    ): Promise<RotateOutcome> {
+      await c.query(
+        'UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()) WHERE id = $1',
+        [r.id, next.id],
+      );
       // $1 is the old token's id; $2..$8 as in the fast path.
       await c.query(
         `WITH old AS (SELECT family_id, user_id, subject, email, client_id, scope, auth_time

@@ -1,4 +1,4 @@
-import { type Pool, ident } from '../../lib/db.ts';
+import { ident, type Pool } from '../../lib/db.ts';
 import type { IdpConfig } from '../config.ts';
 
 export interface SessionUser {
@@ -24,14 +24,18 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
   return {
     async findBySessionToken(token) {
       if (!token || token.length > 512) return undefined;
-      const { rows } = await pool.query<{ user_id: string; email: string | null; provider_sub: string | null }>({
+      const { rows } = await pool.query<{
+        user_id: string;
+        email: string | null;
+        provider_sub: string | null;
+      }>({
         name: 'session_user',
         text,
         values: [token, authjs.subjectProvider],
       });
       const r = rows[0];
       // A user without an email cannot be vouched for: the token's one promise is the email.
-      if (!r || !r.email) return undefined;
+      if (!r?.email) return undefined;
       return { userId: r.user_id, email: r.email, sub: r.provider_sub || r.user_id };
     },
   };

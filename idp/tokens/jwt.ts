@@ -105,7 +105,8 @@ export function verifyOwnAccessToken(
   if (!ok || claims === null || typeof claims !== 'object') return undefined;
   const leeway = expect.leeway ?? 60;
   if (claims.iss !== expect.issuer || claims.aud !== expect.audience) return undefined;
-  if (typeof claims.exp !== 'number' || typeof claims.sub !== 'string' || typeof claims.jti !== 'string') return undefined;
+  if (typeof claims.exp !== 'number' || typeof claims.sub !== 'string' || typeof claims.jti !== 'string')
+    return undefined;
   if (!expect.allowExpired && claims.exp + leeway < now) return undefined;
   return claims as AccessTokenClaims;
 }

@@ -31,7 +31,8 @@ async function fromKeyObject(privateKey: KeyObject, kid: string | undefined): Pr
     throw new KeyConfigError(`must be an RSA key for RS256, got ${privateKey.asymmetricKeyType}`);
   }
   const bits = privateKey.asymmetricKeyDetails?.modulusLength ?? 0;
-  if (bits < 2048) throw new KeyConfigError(`RSA key of ${bits} bits is too short (RFC 7518 §3.3: at least 2048)`);
+  if (bits < 2048)
+    throw new KeyConfigError(`RSA key of ${bits} bits is too short (RFC 7518 §3.3: at least 2048)`);
   const publicKey = createPublicKey(privateKey);
   const jwk = publicKey.export({ format: 'jwk' }) as JsonWebKey;
   const id = kid ?? (await calculateJwkThumbprint({ kty: 'RSA', n: jwk.n!, e: jwk.e! }));
@@ -48,7 +49,8 @@ function fromJwk(value: unknown, where: string): Promise<SigningKey> {
   const jwk = value as JsonWebKey & { kid?: unknown; alg?: unknown };
   if (jwk.kty !== 'RSA') throw new KeyConfigError(`${where} must be an RSA JWK (kty "RSA")`);
   if (!jwk.d) throw new KeyConfigError(`${where} has no private member "d"`);
-  if (jwk.alg !== undefined && jwk.alg !== 'RS256') throw new KeyConfigError(`${where} has alg ${String(jwk.alg)}, not RS256`);
+  if (jwk.alg !== undefined && jwk.alg !== 'RS256')
+    throw new KeyConfigError(`${where} has alg ${String(jwk.alg)}, not RS256`);
   if (jwk.kid !== undefined && (typeof jwk.kid !== 'string' || jwk.kid === '')) {
     throw new KeyConfigError(`${where} has an invalid kid`);
   }

@@ -1,6 +1,7 @@
 // `platform admin`: revocation that the gateway sees instantly (Redis keys and channel) and the audit list.
-import { decodeJwt } from 'jose';
+
 import { Redis } from 'ioredis';
+import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { refresh, signIn } from '../helpers/oauth.ts';
@@ -74,7 +75,10 @@ describe('platform admin', () => {
     await refresh(idp.issuer, t.refresh_token);
     const r = await admin(['audit', '--email', 'Carol@Example.com', '--json']);
     expect(r.code, r.out).toBe(0);
-    const rows = r.out.trim().split('\n').map((l) => JSON.parse(l));
+    const rows = r.out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(rows.map((x) => x.grantType)).toEqual(['refresh_token', 'authorization_code']);
     expect(rows[1]).toMatchObject({
       email: 'carol@example.com',

@@ -2,8 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { migrate } from '../../lib/migrate.ts';
 import { MIGRATION_SETS } from '../../cli/migrations.ts';
+import { migrate } from '../../lib/migrate.ts';
 
 const AUTHJS_SCHEMA = new URL('../../idp/authjs/schema.sql', import.meta.url);
 
@@ -17,7 +17,9 @@ export interface TestDatabase {
  * A fresh database of its own for one test file: created from the server found by the global setup, with the
  * Auth.js tables (the web application's) and, unless `migrated: false`, the project's migrations applied.
  */
-export async function createTestDatabase(opts: { migrated?: boolean; authjs?: boolean } = {}): Promise<TestDatabase> {
+export async function createTestDatabase(
+  opts: { migrated?: boolean; authjs?: boolean } = {},
+): Promise<TestDatabase> {
   const adminUrl = inject('databaseUrl');
   const name = `t_${Date.now().toString(36)}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -62,10 +64,10 @@ export async function seedUser(
   opts: { email?: string; entraOid?: string | null; sessionTtlSeconds?: number } = {},
 ): Promise<SeededUser> {
   const email = opts.email ?? `user-${randomBytes(4).toString('hex')}@Example.com`;
-  const { rows } = await pool.query<{ id: number }>('INSERT INTO users (name, email) VALUES ($1, $2) RETURNING id', [
-    'Test User',
-    email,
-  ]);
+  const { rows } = await pool.query<{ id: number }>(
+    'INSERT INTO users (name, email) VALUES ($1, $2) RETURNING id',
+    ['Test User', email],
+  );
   const id = rows[0]!.id;
   let sub = String(id);
   if (opts.entraOid !== null) {

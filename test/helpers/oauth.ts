@@ -35,21 +35,39 @@ export async function authorizeRequest(o: AuthorizeOptions) {
     headers: o.sessionToken ? { cookie: `${o.cookieName ?? 'authjs.session-token'}=${o.sessionToken}` } : {},
   });
   const location = res.headers.get('location');
-  return { res, status: res.status, location: location ? new URL(location) : undefined, body: await res.text(), verifier, params };
+  return {
+    res,
+    status: res.status,
+    location: location ? new URL(location) : undefined,
+    body: await res.text(),
+    verifier,
+    params,
+  };
 }
 
 /** A code for the session's user, ready to exchange. */
 export async function obtainCode(o: AuthorizeOptions) {
   const r = await authorizeRequest(o);
   const code = r.location?.searchParams.get('code');
-  if (r.status !== 302 || !code) throw new Error(`authorize did not issue a code: ${r.status} ${r.location} ${r.body}`);
-  return { code, verifier: r.verifier, redirectUri: r.params.redirect_uri!, clientId: r.params.client_id!, location: r.location! };
+  if (r.status !== 302 || !code)
+    throw new Error(`authorize did not issue a code: ${r.status} ${r.location} ${r.body}`);
+  return {
+    code,
+    verifier: r.verifier,
+    redirectUri: r.params.redirect_uri!,
+    clientId: r.params.client_id!,
+    location: r.location!,
+  };
 }
 
 export async function postForm(url: string, form: Record<string, string | undefined>) {
   const body = new URLSearchParams();
   for (const [k, v] of Object.entries(form)) if (v !== undefined) body.set(k, v);
-  const res = await fetch(url, { method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const res = await fetch(url, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
   const text = await res.text();
   let json: Record<string, unknown> | undefined;
   try {
@@ -61,7 +79,10 @@ export async function postForm(url: string, form: Record<string, string | undefi
 }
 
 /** Code → tokens through the real token endpoint. */
-export async function exchangeCode(issuer: string, c: { code: string; verifier: string; redirectUri: string; clientId: string }) {
+export async function exchangeCode(
+  issuer: string,
+  c: { code: string; verifier: string; redirectUri: string; clientId: string },
+) {
   return postForm(`${issuer}/oauth/token`, {
     grant_type: 'authorization_code',
     code: c.code,
@@ -71,14 +92,34 @@ export async function exchangeCode(issuer: string, c: { code: string; verifier: 
   });
 }
 
-export async function refresh(issuer: string, refreshToken: string, clientId = CLI, extra: Record<string, string> = {}) {
-  return postForm(`${issuer}/oauth/token`, { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: clientId, ...extra });
+export async function refresh(
+  issuer: string,
+  refreshToken: string,
+  clientId = CLI,
+  extra: Record<string, string> = {},
+) {
+  return postForm(`${issuer}/oauth/token`, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: clientId,
+    ...extra,
+  });
 }
 
 /** A full sign-in: tokens for a seeded user. */
-export async function signIn(issuer: string, sessionToken: string, params?: Record<string, string | undefined>) {
+export async function signIn(
+  issuer: string,
+  sessionToken: string,
+  params?: Record<string, string | undefined>,
+) {
   const c = await obtainCode({ issuer, sessionToken, params });
   const r = await exchangeCode(issuer, c);
   if (r.status !== 200) throw new Error(`token exchange failed: ${r.status} ${r.text}`);
-  return r.json as { access_token: string; refresh_token: string; id_token?: string; scope: string; expires_in: number };
+  return r.json as {
+    access_token: string;
+    refresh_token: string;
+    id_token?: string;
+    scope: string;
+    expires_in: number;
+  };
 }

@@ -30,10 +30,12 @@ export function startPlatform(args: string[], env: Record<string, string | undef
   };
   child.stdout!.on('data', onData);
   child.stderr!.on('data', onData);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
-    for (const w of waiters.splice(0)) w();
-    resolve(code);
-  }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      for (const w of waiters.splice(0)) w();
+      resolve(code);
+    }),
+  );
   let exitCode: number | null | undefined;
   void exited.then((c) => {
     exitCode = c;
@@ -55,7 +57,10 @@ export function startPlatform(args: string[], env: Record<string, string | undef
         }),
     waitFor(pattern, timeoutMs = 15_000) {
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`timed out waiting for ${pattern}; output:\n${out}`)), timeoutMs);
+        const timer = setTimeout(
+          () => reject(new Error(`timed out waiting for ${pattern}; output:\n${out}`)),
+          timeoutMs,
+        );
         const check = () => {
           if (pattern.test(out)) {
             clearTimeout(timer);
@@ -79,7 +84,10 @@ export function startPlatform(args: string[], env: Record<string, string | undef
 let cachedKey: string | undefined;
 /** A 2048-bit RSA private key as PKCS8 PEM (generated once per test file). */
 export function testSigningKeyPem(): string {
-  cachedKey ??= generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  cachedKey ??= generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  }) as string;
   return cachedKey;
 }
 
@@ -108,7 +116,11 @@ export async function startIdpProcess(opts: {
     ...opts.env,
   });
   await p.waitFor(/idp listening/);
-  return Object.assign(p, { url: issuer, issuer: opts.env?.PLATFORM_OIDC_ISSUER ?? issuer, audience: opts.env?.PLATFORM_AUDIENCE ?? audience });
+  return Object.assign(p, {
+    url: issuer,
+    issuer: opts.env?.PLATFORM_OIDC_ISSUER ?? issuer,
+    audience: opts.env?.PLATFORM_AUDIENCE ?? audience,
+  });
 }
 
 export async function freePort(): Promise<number> {

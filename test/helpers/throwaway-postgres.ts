@@ -18,7 +18,9 @@ export interface ThrowawayPostgres {
 
 function asPostgresUser(cmd: string, args: string[]) {
   const isRoot = process.getuid?.() === 0;
-  const r = isRoot ? spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { encoding: 'utf8' }) : spawnSync(cmd, args, { encoding: 'utf8' });
+  const r = isRoot
+    ? spawnSync('runuser', ['-u', 'postgres', '--', cmd, ...args], { encoding: 'utf8' })
+    : spawnSync(cmd, args, { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed: ${r.stderr || r.stdout}`);
   return r.stdout;
 }
@@ -44,7 +46,8 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
   asPostgresUser('initdb', ['-D', data, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8']);
   const port = await freePort();
   const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`;
-  const start = () => asPostgresUser('pg_ctl', ['-D', data, '-o', opts, '-w', '-l', join(dir, 'log'), 'start']);
+  const start = () =>
+    asPostgresUser('pg_ctl', ['-D', data, '-o', opts, '-w', '-l', join(dir, 'log'), 'start']);
   start();
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,

@@ -57,7 +57,11 @@ describe('authorize with a web session', () => {
   });
 
   it('grants only supported, entitled scopes, in canonical order, and defaults to all of them', async () => {
-    const all = await authorizeRequest({ issuer: issuer(), sessionToken: user.sessionToken, params: { scope: undefined } });
+    const all = await authorizeRequest({
+      issuer: issuer(),
+      sessionToken: user.sessionToken,
+      params: { scope: undefined },
+    });
     expect(all.status).toBe(302);
     const bad = await authorizeRequest({
       issuer: issuer(),
@@ -127,14 +131,21 @@ describe('never an open redirect: client_id and redirect_uri are checked before 
   }
 
   it('a malformed query string is a 400 page, not a 500', async () => {
-    const res = await fetch(`${issuer()}/oauth/authorize?client_id=%E0%A4%A&redirect_uri=%zz`, { redirect: 'manual' });
+    const res = await fetch(`${issuer()}/oauth/authorize?client_id=%E0%A4%A&redirect_uri=%zz`, {
+      redirect: 'manual',
+    });
     expect(res.status).toBe(400);
   });
 
   it('a repeated parameter is refused', async () => {
     const r = await authorizeRequest({ issuer: issuer(), sessionToken: user.sessionToken });
-    const u = new URL(`${issuer()}/oauth/authorize?${new URLSearchParams(r.params as Record<string, string>)}&client_id=platform-cli`);
-    const res = await fetch(u, { redirect: 'manual', headers: { cookie: `authjs.session-token=${user.sessionToken}` } });
+    const u = new URL(
+      `${issuer()}/oauth/authorize?${new URLSearchParams(r.params as Record<string, string>)}&client_id=platform-cli`,
+    );
+    const res = await fetch(u, {
+      redirect: 'manual',
+      headers: { cookie: `authjs.session-token=${user.sessionToken}` },
+    });
     expect(res.status).toBe(400);
     expect(res.headers.get('location')).toBeNull();
   });
@@ -150,7 +161,11 @@ describe('errors returned to a trusted redirect_uri', () => {
     ['response_type token', { response_type: 'token' }, 'unsupported_response_type'],
     ['response_type missing', { response_type: undefined }, 'invalid_request'],
     ['resource of another origin', { resource: 'https://evil.example/mail/mcp' }, 'invalid_target'],
-    ['resource of an unknown service', { resource: 'https://platform.example.com/payroll/mcp' }, 'invalid_target'],
+    [
+      'resource of an unknown service',
+      { resource: 'https://platform.example.com/payroll/mcp' },
+      'invalid_target',
+    ],
     ['resource not a URI', { resource: 'mail' }, 'invalid_target'],
     ['request object', { request: 'eyJhbGciOiJub25lIn0.e30.' }, 'request_not_supported'],
     ['response_mode fragment', { response_mode: 'fragment' }, 'invalid_request'],
@@ -169,7 +184,11 @@ describe('errors returned to a trusted redirect_uri', () => {
 
   it('accepts a resource naming a configured service or the platform audience', async () => {
     for (const resource of ['https://platform.example.com/mail/mcp', idp.audience]) {
-      const r = await authorizeRequest({ issuer: issuer(), sessionToken: user.sessionToken, params: { resource } });
+      const r = await authorizeRequest({
+        issuer: issuer(),
+        sessionToken: user.sessionToken,
+        params: { resource },
+      });
       expect(r.location!.searchParams.get('code'), resource).toBeTruthy();
     }
   });

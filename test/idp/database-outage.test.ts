@@ -50,7 +50,10 @@ describe('database outage', () => {
 
     pgServer.start();
     await expect
-      .poll(async () => (await refresh(idp.issuer, t.json.refresh_token as string)).status, { timeout: 15_000, interval: 250 })
+      .poll(async () => (await refresh(idp.issuer, t.json.refresh_token as string)).status, {
+        timeout: 15_000,
+        interval: 250,
+      })
       .toBe(200);
     expect(idp.output()).not.toMatch(/"level":50.*unexpected error/);
   });

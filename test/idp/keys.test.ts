@@ -1,5 +1,5 @@
 import { generateKeyPairSync } from 'node:crypto';
-import { exportJWK, generateKeyPair, jwtVerify, createLocalJWKSet } from 'jose';
+import { createLocalJWKSet, exportJWK, generateKeyPair, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { JwtSigner } from '../../idp/tokens/jwt.ts';
 import { loadSigningKeys } from '../../idp/tokens/keys.ts';
@@ -7,7 +7,10 @@ import { loadSigningKeys } from '../../idp/tokens/keys.ts';
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'];
 
 function rsaPem(bits = 2048): string {
-  return generateKeyPairSync('rsa', { modulusLength: bits }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  return generateKeyPairSync('rsa', { modulusLength: bits }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  }) as string;
 }
 
 async function rsaJwk(kid?: string) {
@@ -55,16 +58,44 @@ describe('PLATFORM_OIDC_PRIVATE_KEY', () => {
       exp: now + 3600,
     });
     const set = createLocalJWKSet({ keys: keys.map((k) => k.publicJwk) });
-    const { protectedHeader } = await jwtVerify(token, set, { issuer: 'https://i', audience: 'a', typ: 'at+jwt' });
+    const { protectedHeader } = await jwtVerify(token, set, {
+      issuer: 'https://i',
+      audience: 'a',
+      typ: 'at+jwt',
+    });
     expect(protectedHeader.kid).toBe('new');
   });
 
   const bad: Array<[string, () => Promise<string> | string, RegExp]> = [
     ['garbage', () => 'not a key', /neither a PEM/],
-    ['a public PEM', () => generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }) as string, /private key/],
+    [
+      'a public PEM',
+      () =>
+        generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({
+          type: 'spki',
+          format: 'pem',
+        }) as string,
+      /private key/,
+    ],
     ['a 1024-bit key', () => rsaPem(1024), /too short/],
-    ['an EC key', () => generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string, /RSA/],
-    ['a public JWK', async () => { const j = await rsaJwk(); const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = j; return JSON.stringify(pub); }, /private member/],
+    [
+      'an EC key',
+      () =>
+        generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({
+          type: 'pkcs8',
+          format: 'pem',
+        }) as string,
+      /RSA/,
+    ],
+    [
+      'a public JWK',
+      async () => {
+        const j = await rsaJwk();
+        const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...pub } = j;
+        return JSON.stringify(pub);
+      },
+      /private member/,
+    ],
     ['an empty array', () => '[]', /empty/],
     ['duplicate kids', async () => JSON.stringify([await rsaJwk('a'), await rsaJwk('a')]), /twice/],
     ['an oct JWK', () => JSON.stringify({ kty: 'oct', k: 'AAAA' }), /RSA/],

@@ -1,9 +1,10 @@
 // The whole provider through a relying-party library nobody here wrote (openid-client), against a running
 // `platform idp` process, with the access token checked by jose against the published key set.
+
+import { Redis } from 'ioredis';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
 import * as client from 'openid-client';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { Redis } from 'ioredis';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
@@ -43,7 +44,10 @@ describe('openid-client against platform idp', () => {
     });
 
     // The browser part: the web application's session cookie is all the provider needs.
-    const res = await fetch(authUrl, { redirect: 'manual', headers: { cookie: `authjs.session-token=${user.sessionToken}` } });
+    const res = await fetch(authUrl, {
+      redirect: 'manual',
+      headers: { cookie: `authjs.session-token=${user.sessionToken}` },
+    });
     expect(res.status).toBe(302);
     const callback = new URL(res.headers.get('location')!);
     expect(callback.origin + callback.pathname).toBe(redirectUri);
@@ -91,13 +95,18 @@ describe('openid-client against platform idp', () => {
     const refreshed = await client.refreshTokenGrant(config, tokens.refresh_token!);
     expect(refreshed.refresh_token).toBeTruthy();
     expect(refreshed.refresh_token).not.toBe(tokens.refresh_token);
-    const again = await jwtVerify(refreshed.access_token, jwks, { issuer: idp.issuer, audience: idp.audience });
+    const again = await jwtVerify(refreshed.access_token, jwks, {
+      issuer: idp.issuer,
+      audience: idp.audience,
+    });
     expect(again.payload.jti).not.toBe(payload.jti);
     expect(decodeProtectedHeader(refreshed.access_token).alg).toBe('RS256');
 
     // Revoking the refresh token ends the grant; revoking the access token puts its jti on the denylist.
     await client.tokenRevocation(config, refreshed.refresh_token!);
-    await expect(client.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({ error: 'invalid_grant' });
+    await expect(client.refreshTokenGrant(config, refreshed.refresh_token!)).rejects.toMatchObject({
+      error: 'invalid_grant',
+    });
 
     await client.tokenRevocation(config, refreshed.access_token, { token_type_hint: 'access_token' });
     const redis = new Redis(inject('redisUrl'));
@@ -112,7 +121,10 @@ describe('openid-client against platform idp', () => {
   });
 
   it('serves identical metadata at both well-known paths with every member the contract names', async () => {
-    const a = await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json();
+    const a = (await (await fetch(`${idp.issuer}/.well-known/openid-configuration`)).json()) as Record<
+      string,
+      unknown
+    >;
     const b = await (await fetch(`${idp.issuer}/.well-known/oauth-authorization-server`)).json();
     expect(b).toEqual(a);
     for (const m of [

@@ -25,11 +25,19 @@ const validEnv = () => ({
 describe('configuration is validated before listening', () => {
   const cases: Array<[string, Record<string, string | undefined>, RegExp]> = [
     ['DATABASE_URL missing', { DATABASE_URL: undefined }, /DATABASE_URL: is required/],
-    ['DATABASE_URL sqlite', { DATABASE_URL: 'sqlite:///data/app.db' }, /DATABASE_URL: must begin with postgresql:\/\//],
+    [
+      'DATABASE_URL sqlite',
+      { DATABASE_URL: 'sqlite:///data/app.db' },
+      /DATABASE_URL: must begin with postgresql:\/\//,
+    ],
     ['DATABASE_URL a file path', { DATABASE_URL: './app.db' }, /DATABASE_URL/],
     ['PLATFORM_AUDIENCE missing', { PLATFORM_AUDIENCE: undefined }, /PLATFORM_AUDIENCE: is required/],
     ['IDP_PORT not a number', { IDP_PORT: 'eighty' }, /IDP_PORT: must be a port number/],
-    ['issuer not a URL', { PLATFORM_OIDC_ISSUER: 'idp.example' }, /PLATFORM_OIDC_ISSUER: must be an absolute/],
+    [
+      'issuer not a URL',
+      { PLATFORM_OIDC_ISSUER: 'idp.example' },
+      /PLATFORM_OIDC_ISSUER: must be an absolute/,
+    ],
     ['issuer missing', { PLATFORM_OIDC_ISSUER: undefined }, /PLATFORM_OIDC_ISSUER: is required/],
     ['REDIS_URL missing', { REDIS_URL: undefined }, /REDIS_URL: is required/],
     ['REDIS_URL wrong scheme', { REDIS_URL: 'http://x' }, /REDIS_URL: must begin with redis:\/\//],
@@ -61,20 +69,93 @@ describe('a running provider', () => {
   it('never answers hostile input with a 5xx (revoke answers 200 to unknown tokens, as RFC 7009 says)', async () => {
     const u = idp.issuer;
     const attempts: Array<[string, RequestInit]> = [
-      ['/oauth/token', { method: 'POST', body: 'grant_type=%zz', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/token', { method: 'POST', body: 'a'.repeat(200_000), headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/token', { method: 'POST', body: '{"grant_type":"authorization_code"}', headers: { 'content-type': 'application/json' } }],
-      ['/oauth/token', { method: 'POST', body: 'grant_type=refresh_token&grant_type=authorization_code', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: 'grant_type=%zz',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: 'a'.repeat(200_000),
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: '{"grant_type":"authorization_code"}',
+          headers: { 'content-type': 'application/json' },
+        },
+      ],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: 'grant_type=refresh_token&grant_type=authorization_code',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
       ['/oauth/token', { method: 'POST' }],
       ['/oauth/token', { method: 'GET' }],
-      ['/oauth/token', { method: 'POST', body: '\u0000\u0001\u0002', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/token', { method: 'POST', body: 'grant_type=authorization_code&client_id=%00&code=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/register', { method: 'POST', body: '{"redirect_uris":{"a":1}}', headers: { 'content-type': 'application/json' } }],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: '\u0000\u0001\u0002',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/token',
+        {
+          method: 'POST',
+          body: 'grant_type=authorization_code&client_id=%00&code=x',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/register',
+        {
+          method: 'POST',
+          body: '{"redirect_uris":{"a":1}}',
+          headers: { 'content-type': 'application/json' },
+        },
+      ],
       ['/oauth/register', { method: 'POST', body: 'null', headers: { 'content-type': 'application/json' } }],
-      ['/oauth/register', { method: 'POST', body: '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]', headers: { 'content-type': 'application/json' } }],
-      ['/oauth/revoke', { method: 'POST', body: 'token=a.b.c', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/revoke', { method: 'POST', body: 'token=eyJhbGciOiJub25lIn0.eyJqdGkiOiJ4In0.', headers: { 'content-type': 'application/x-www-form-urlencoded' } }],
-      ['/oauth/authorize?client_id=platform-cli&redirect_uri=http://127.0.0.1:1/callback&response_type=code&scope=%ff', { method: 'GET', redirect: 'manual' }],
+      [
+        '/oauth/register',
+        {
+          method: 'POST',
+          body: '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]',
+          headers: { 'content-type': 'application/json' },
+        },
+      ],
+      [
+        '/oauth/revoke',
+        {
+          method: 'POST',
+          body: 'token=a.b.c',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/revoke',
+        {
+          method: 'POST',
+          body: 'token=eyJhbGciOiJub25lIn0.eyJqdGkiOiJ4In0.',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        },
+      ],
+      [
+        '/oauth/authorize?client_id=platform-cli&redirect_uri=http://127.0.0.1:1/callback&response_type=code&scope=%ff',
+        { method: 'GET', redirect: 'manual' },
+      ],
       ['/oauth/authorize?%', { method: 'GET', redirect: 'manual' }],
       ['/oauth/userinfo', { method: 'GET', headers: { authorization: 'Bearer ....' } }],
       ['/nope', { method: 'GET' }],
@@ -109,7 +190,9 @@ describe('a running provider', () => {
     const t = await exchangeCode(idp.issuer, c);
     const r = await refresh(idp.issuer, t.json.refresh_token as string);
     await refresh(idp.issuer, t.json.refresh_token as string); // retry path logs too
-    await fetch(`${idp.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${r.json.access_token}` } });
+    await fetch(`${idp.issuer}/oauth/userinfo`, {
+      headers: { authorization: `Bearer ${r.json.access_token}` },
+    });
     await fetch(`${idp.issuer}/oauth/revoke`, {
       method: 'POST',
       body: new URLSearchParams({ token: r.json.access_token as string }),

@@ -1,6 +1,7 @@
 // Dynamic registration (RFC 7591) and revocation (RFC 7009), including the Redis side of revocation.
-import { decodeJwt, SignJWT, generateKeyPair } from 'jose';
+
 import { Redis } from 'ioredis';
+import { decodeJwt, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { postForm, refresh, signIn } from '../helpers/oauth.ts';
@@ -52,30 +53,67 @@ describe('POST /oauth/register', () => {
     expect(r.status).toBe(201);
     expect(r.json.client_id).toMatch(/^[0-9a-f-]{36}$/);
     expect(r.json.token_endpoint_auth_method).toBe('none');
-    expect(r.json.redirect_uris).toEqual(['http://127.0.0.1:8976/callback', 'http://localhost:1234/callback', CONNECTOR]);
-    expect(r.json.client_secret).toBeUndefined();
-    const { rows } = await db.pool.query('SELECT type, redirect_uris FROM platform.oauth_clients WHERE client_id = $1', [
-      r.json.client_id,
+    expect(r.json.redirect_uris).toEqual([
+      'http://127.0.0.1:8976/callback',
+      'http://localhost:1234/callback',
+      CONNECTOR,
     ]);
+    expect(r.json.client_secret).toBeUndefined();
+    const { rows } = await db.pool.query(
+      'SELECT type, redirect_uris FROM platform.oauth_clients WHERE client_id = $1',
+      [r.json.client_id],
+    );
     expect(rows[0].type).toBe('public');
     expect(JSON.parse(rows[0].redirect_uris)).toHaveLength(3);
   });
 
   const refused: Array<[string, unknown, string]> = [
-    ['a foreign https callback', { redirect_uris: ['https://evil.example/callback'] }, 'invalid_redirect_uri'],
-    ['a non-callback loopback path', { redirect_uris: ['http://127.0.0.1:5000/other'] }, 'invalid_redirect_uri'],
-    ['a loopback with a fragment', { redirect_uris: ['http://127.0.0.1:5000/callback#x'] }, 'invalid_redirect_uri'],
-    ['a private-network host', { redirect_uris: ['http://192.168.1.10:5000/callback'] }, 'invalid_redirect_uri'],
+    [
+      'a foreign https callback',
+      { redirect_uris: ['https://evil.example/callback'] },
+      'invalid_redirect_uri',
+    ],
+    [
+      'a non-callback loopback path',
+      { redirect_uris: ['http://127.0.0.1:5000/other'] },
+      'invalid_redirect_uri',
+    ],
+    [
+      'a loopback with a fragment',
+      { redirect_uris: ['http://127.0.0.1:5000/callback#x'] },
+      'invalid_redirect_uri',
+    ],
+    [
+      'a private-network host',
+      { redirect_uris: ['http://192.168.1.10:5000/callback'] },
+      'invalid_redirect_uri',
+    ],
     ['a custom scheme', { redirect_uris: ['myapp://callback'] }, 'invalid_redirect_uri'],
     ['javascript:', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
     ['an allowlisted URI with a suffix', { redirect_uris: [`${CONNECTOR}/x`] }, 'invalid_redirect_uri'],
-    ['one bad among good', { redirect_uris: ['http://127.0.0.1:1/callback', 'https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    [
+      'one bad among good',
+      { redirect_uris: ['http://127.0.0.1:1/callback', 'https://evil.example/cb'] },
+      'invalid_redirect_uri',
+    ],
     ['no redirect_uris', { client_name: 'x' }, 'invalid_redirect_uri'],
     ['empty redirect_uris', { redirect_uris: [] }, 'invalid_redirect_uri'],
     ['a non-string URI', { redirect_uris: [42] }, 'invalid_redirect_uri'],
-    ['a confidential client', { redirect_uris: ['http://127.0.0.1:1/callback'], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
-    ['the implicit grant', { redirect_uris: ['http://127.0.0.1:1/callback'], grant_types: ['implicit'] }, 'invalid_client_metadata'],
-    ['response_type token', { redirect_uris: ['http://127.0.0.1:1/callback'], response_types: ['token'] }, 'invalid_client_metadata'],
+    [
+      'a confidential client',
+      { redirect_uris: ['http://127.0.0.1:1/callback'], token_endpoint_auth_method: 'client_secret_basic' },
+      'invalid_client_metadata',
+    ],
+    [
+      'the implicit grant',
+      { redirect_uris: ['http://127.0.0.1:1/callback'], grant_types: ['implicit'] },
+      'invalid_client_metadata',
+    ],
+    [
+      'response_type token',
+      { redirect_uris: ['http://127.0.0.1:1/callback'], response_types: ['token'] },
+      'invalid_client_metadata',
+    ],
     ['a JSON array body', [], 'invalid_client_metadata'],
     ['a JSON string body', '"x"', 'invalid_client_metadata'],
   ];
@@ -97,7 +135,9 @@ describe('POST /oauth/register', () => {
   });
 
   it('platform-cli is pre-registered', async () => {
-    const { rows } = await db.pool.query(`SELECT type FROM platform.oauth_clients WHERE client_id = 'platform-cli'`);
+    const { rows } = await db.pool.query(
+      `SELECT type FROM platform.oauth_clients WHERE client_id = 'platform-cli'`,
+    );
     expect(rows[0].type).toBe('public');
   });
 });
@@ -107,7 +147,11 @@ describe('POST /oauth/revoke', () => {
 
   it('revokes a refresh token: revokedAt set, later refresh invalid_grant', async () => {
     const t = await signIn(idp.issuer, user.sessionToken);
-    const r = await revoke({ token: t.refresh_token, token_type_hint: 'refresh_token', client_id: 'platform-cli' });
+    const r = await revoke({
+      token: t.refresh_token,
+      token_type_hint: 'refresh_token',
+      client_id: 'platform-cli',
+    });
     expect(r.status).toBe(200);
     const { rows } = await db.pool.query(
       'SELECT count(*)::int AS n FROM platform.refresh_tokens WHERE revoked_at IS NOT NULL AND email = $1',
@@ -151,7 +195,9 @@ describe('POST /oauth/revoke', () => {
 
   it('refuses a request without a token, with an unknown hint, or as JSON', async () => {
     expect((await revoke({})).json.error).toBe('invalid_request');
-    expect((await revoke({ token: 'x', token_type_hint: 'id_token' })).json.error).toBe('unsupported_token_type');
+    expect((await revoke({ token: 'x', token_type_hint: 'id_token' })).json.error).toBe(
+      'unsupported_token_type',
+    );
     const res = await fetch(`${idp.issuer}/oauth/revoke`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -164,10 +210,14 @@ describe('POST /oauth/revoke', () => {
 describe('userinfo', () => {
   it('answers sub and email for a platform token, 401 invalid_token otherwise', async () => {
     const t = await signIn(idp.issuer, user.sessionToken);
-    const ok = await fetch(`${idp.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${t.access_token}` } });
+    const ok = await fetch(`${idp.issuer}/oauth/userinfo`, {
+      headers: { authorization: `Bearer ${t.access_token}` },
+    });
     expect(await ok.json()).toEqual({ sub: user.sub, email: user.email });
     for (const auth of [undefined, 'Bearer x.y.z', `Basic ${t.access_token}`, `Bearer ${t.access_token}x`]) {
-      const res = await fetch(`${idp.issuer}/oauth/userinfo`, { headers: auth ? { authorization: auth } : {} });
+      const res = await fetch(`${idp.issuer}/oauth/userinfo`, {
+        headers: auth ? { authorization: auth } : {},
+      });
       expect(res.status).toBe(401);
       expect(res.headers.get('www-authenticate')).toMatch(/invalid_token/);
     }

@@ -35,10 +35,14 @@ describe('authorization_code grant', () => {
     expect(r.json.token_type).toBe('Bearer');
     const header = decodeProtectedHeader(r.json.access_token as string);
     expect(header).toEqual({ alg: 'RS256', kid: expect.any(String), typ: 'at+jwt' });
-    const { payload } = await jwtVerify(r.json.access_token as string, createRemoteJWKSet(new URL(`${iss()}/.well-known/jwks.json`)), {
-      issuer: iss(),
-      audience: idp.audience,
-    });
+    const { payload } = await jwtVerify(
+      r.json.access_token as string,
+      createRemoteJWKSet(new URL(`${iss()}/.well-known/jwks.json`)),
+      {
+        issuer: iss(),
+        audience: idp.audience,
+      },
+    );
     expect(typeof payload.aud).toBe('string');
     expect(payload.exp).toBe(payload.iat! + 3600);
     expect(Math.abs(payload.iat! - Date.now() / 1000)).toBeLessThan(5);
@@ -80,7 +84,9 @@ describe('authorization_code grant', () => {
 
   it('an expired code (older than 60 s) is invalid_grant', async () => {
     const c = await obtainCode({ issuer: iss(), sessionToken: user.sessionToken });
-    await db.pool.query(`UPDATE platform.oauth_codes SET expires_at = now() - interval '1 second' WHERE consumed_at IS NULL`);
+    await db.pool.query(
+      `UPDATE platform.oauth_codes SET expires_at = now() - interval '1 second' WHERE consumed_at IS NULL`,
+    );
     const r = await exchangeCode(iss(), c);
     expect(r.status).toBe(400);
     expect(r.json.error).toBe('invalid_grant');
@@ -95,12 +101,29 @@ describe('authorization_code grant', () => {
     expect(rows[0].ttl).toBe(60);
   });
 
-  const bad: Array<[string, (c: Awaited<ReturnType<typeof obtainCode>>) => Record<string, string | undefined>, number, string]> = [
+  const bad: Array<
+    [
+      string,
+      (c: Awaited<ReturnType<typeof obtainCode>>) => Record<string, string | undefined>,
+      number,
+      string,
+    ]
+  > = [
     ['wrong verifier', (c) => ({ ...form(c), code_verifier: pkcePair().verifier }), 400, 'invalid_grant'],
     ['verifier missing', (c) => ({ ...form(c), code_verifier: undefined }), 400, 'invalid_request'],
     ['verifier too short', (c) => ({ ...form(c), code_verifier: 'abc' }), 400, 'invalid_request'],
-    ['challenge given as verifier', (c) => ({ ...form(c), code_verifier: `${'a'.repeat(43)}` }), 400, 'invalid_grant'],
-    ['redirect_uri differs', (c) => ({ ...form(c), redirect_uri: 'http://127.0.0.1:1/callback' }), 400, 'invalid_grant'],
+    [
+      'challenge given as verifier',
+      (c) => ({ ...form(c), code_verifier: `${'a'.repeat(43)}` }),
+      400,
+      'invalid_grant',
+    ],
+    [
+      'redirect_uri differs',
+      (c) => ({ ...form(c), redirect_uri: 'http://127.0.0.1:1/callback' }),
+      400,
+      'invalid_grant',
+    ],
     ['redirect_uri missing', (c) => ({ ...form(c), redirect_uri: undefined }), 400, 'invalid_request'],
     ['unknown code', (c) => ({ ...form(c), code: 'nope' }), 400, 'invalid_grant'],
     ['code missing', (c) => ({ ...form(c), code: undefined }), 400, 'invalid_request'],
@@ -109,8 +132,18 @@ describe('authorization_code grant', () => {
     ['client secret sent', (c) => ({ ...form(c), client_secret: 's3cret' }), 401, 'invalid_client'],
     ['grant_type missing', (c) => ({ ...form(c), grant_type: undefined }), 400, 'invalid_request'],
     ['grant_type password', (c) => ({ ...form(c), grant_type: 'password' }), 400, 'unsupported_grant_type'],
-    ['grant_type client_credentials', (c) => ({ ...form(c), grant_type: 'client_credentials' }), 400, 'unsupported_grant_type'],
-    ['resource unknown', (c) => ({ ...form(c), resource: 'https://x.example/payroll/mcp' }), 400, 'invalid_target'],
+    [
+      'grant_type client_credentials',
+      (c) => ({ ...form(c), grant_type: 'client_credentials' }),
+      400,
+      'unsupported_grant_type',
+    ],
+    [
+      'resource unknown',
+      (c) => ({ ...form(c), resource: 'https://x.example/payroll/mcp' }),
+      400,
+      'invalid_target',
+    ],
   ];
   for (const [name, make, status, error] of bad) {
     it(`${name} → ${status} ${error}`, async () => {
@@ -130,7 +163,7 @@ describe('authorization_code grant', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ redirect_uris: ['http://127.0.0.1:53682/callback'] }),
     });
-    const other = (await reg.json()).client_id as string;
+    const other = ((await reg.json()) as { client_id: string }).client_id;
     const c = await obtainCode({ issuer: iss(), sessionToken: user.sessionToken });
     const r = await postForm(tokenUrl(), { ...form(c), client_id: other });
     expect(r.json.error).toBe('invalid_grant');
@@ -168,7 +201,9 @@ describe('refresh_token grant', () => {
   it('a rotated-out token presented again after the retry window revokes the whole family', async () => {
     const t = await signIn(iss(), user.sessionToken);
     const r1 = await refresh(iss(), t.refresh_token);
-    await db.pool.query(`UPDATE platform.refresh_tokens SET rotated_at = now() - interval '11 seconds' WHERE rotated_at IS NOT NULL`);
+    await db.pool.query(
+      `UPDATE platform.refresh_tokens SET rotated_at = now() - interval '11 seconds' WHERE rotated_at IS NOT NULL`,
+    );
     const reuse = await refresh(iss(), t.refresh_token);
     expect(reuse.status).toBe(400);
     expect(reuse.json.error).toBe('invalid_grant');
@@ -215,7 +250,7 @@ describe('refresh_token grant', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ redirect_uris: ['http://127.0.0.1:53682/callback'] }),
     });
-    const other = (await reg.json()).client_id as string;
+    const other = ((await reg.json()) as { client_id: string }).client_id;
     const t = await signIn(iss(), user.sessionToken);
     expect((await refresh(iss(), t.refresh_token, other)).json.error).toBe('invalid_grant');
     expect((await refresh(iss(), t.refresh_token)).status).toBe(200);
@@ -223,13 +258,17 @@ describe('refresh_token grant', () => {
 
   it('an expired refresh token (30 days) is invalid_grant', async () => {
     const t = await signIn(iss(), user.sessionToken);
-    await db.pool.query(`UPDATE platform.refresh_tokens SET expires_at = now() - interval '1 second' WHERE rotated_to IS NULL`);
+    await db.pool.query(
+      `UPDATE platform.refresh_tokens SET expires_at = now() - interval '1 second' WHERE rotated_to IS NULL`,
+    );
     expect((await refresh(iss(), t.refresh_token)).json.error).toBe('invalid_grant');
   });
 
   it('a narrower scope may be asked for, a wider one is invalid_scope and rotates nothing', async () => {
     const t = await signIn(iss(), user.sessionToken, { scope: 'openid email mcp:mail' });
-    const wide = await refresh(iss(), t.refresh_token, 'platform-cli', { scope: 'openid email mcp:mail mcp:deals' });
+    const wide = await refresh(iss(), t.refresh_token, 'platform-cli', {
+      scope: 'openid email mcp:mail mcp:deals',
+    });
     expect(wide.json.error).toBe('invalid_scope');
     const narrow = await refresh(iss(), t.refresh_token, 'platform-cli', { scope: 'mcp:mail' });
     expect(narrow.status).toBe(200);
@@ -246,7 +285,9 @@ describe('refresh_token grant', () => {
   });
 
   it('missing or garbage refresh tokens are invalid_request / invalid_grant', async () => {
-    expect((await postForm(tokenUrl(), { grant_type: 'refresh_token', client_id: 'platform-cli' })).json.error).toBe('invalid_request');
+    expect(
+      (await postForm(tokenUrl(), { grant_type: 'refresh_token', client_id: 'platform-cli' })).json.error,
+    ).toBe('invalid_request');
     expect((await refresh(iss(), 'garbage')).json.error).toBe('invalid_grant');
     expect((await refresh(iss(), 'x'.repeat(10_000))).json.error).toBe('invalid_grant');
   });
@@ -262,15 +303,25 @@ describe('issuance audit', () => {
       [u.email],
     );
     expect(rows.map((x) => x.grant_type)).toEqual(['authorization_code', 'refresh_token']);
-    expect(rows.map((x) => x.jti)).toEqual([decodeJwt(t.access_token).jti, decodeJwt(r.json.access_token as string).jti]);
+    expect(rows.map((x) => x.jti)).toEqual([
+      decodeJwt(t.access_token).jti,
+      decodeJwt(r.json.access_token as string).jti,
+    ]);
     for (const row of rows) {
-      expect(row).toMatchObject({ subject: u.sub, email: u.email, client_id: 'platform-cli', scope: 'openid mcp:deals' });
+      expect(row).toMatchObject({
+        subject: u.sub,
+        email: u.email,
+        client_id: 'platform-cli',
+        scope: 'openid mcp:deals',
+      });
       expect((row.expires_at.getTime() - row.issued_at.getTime()) / 1000).toBe(3600);
     }
   });
 
   it('cannot be updated, deleted or truncated through the database', async () => {
-    await expect(db.pool.query(`UPDATE platform.issuance_audit SET email = 'x@y'`)).rejects.toThrow(/append-only/);
+    await expect(db.pool.query(`UPDATE platform.issuance_audit SET email = 'x@y'`)).rejects.toThrow(
+      /append-only/,
+    );
     await expect(db.pool.query('DELETE FROM platform.issuance_audit')).rejects.toThrow(/append-only/);
     await expect(db.pool.query('TRUNCATE platform.issuance_audit')).rejects.toThrow(/append-only/);
     const { rows } = await db.pool.query('SELECT count(*)::int AS n FROM platform.issuance_audit');

@@ -1,0 +1,231 @@
+// make bench-idp: refresh-grant throughput of `platform idp`, beside the bare node:crypto RS256 sign rate
+// measured in the same run, reported as a ratio (issue: target >= 0.25 x the sign rate).
+//
+// Shape: 20 clients, each rotating its own refresh-token chain as fast as it can; scope includes openid,
+// so every grant signs an access token AND an id_token and appends its audit row. Postgres on this machine.
+// The IdP is pinned to CPU 0 and the load generator (this process) to CPU 1 with taskset.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { cpus } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Pool } from 'undici';
+import { MIGRATION_SETS } from '../cli/migrations.ts';
+import { migrate } from '../lib/migrate.ts';
+
+const CLIENTS = 20;
+const WARMUP_S = 3;
+const MEASURE_S = Number(process.env.BENCH_SECONDS ?? 10);
+const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const PORT = 4700 + Math.floor(Math.random() * 200);
+const ISSUER = `http://127.0.0.1:${PORT}`;
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+const haveTaskset = spawnSync('taskset', ['-c', '0', 'true']).status === 0 && cpus().length >= 2;
+const pinned = (cpu: number, cmd: string, args: string[]) =>
+  (haveTaskset ? ['taskset', ['-c', String(cpu), cmd, ...args]] : [cmd, args]) as [string, string[]];
+
+if (haveTaskset) execFileSync('taskset', ['-cp', '1', String(process.pid)], { stdio: 'ignore' });
+
+function signRate(): number {
+  const [cmd, args] = pinned(0, process.execPath, [`${root}bench/lib/sign-rate.ts`, '3']);
+  const out = execFileSync(cmd, args, { encoding: 'utf8' });
+  return JSON.parse(out.trim()).signsPerSecond as number;
+}
+
+async function setupDatabase() {
+  const name = `bench_idp_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(ADMIN_URL);
+  u.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: u.toString(), max: 4 });
+  await pool.query(await readFile(`${root}idp/authjs/schema.sql`, 'utf8'));
+  await migrate(pool, MIGRATION_SETS);
+  const sessions: string[] = [];
+  for (let i = 0; i < CLIENTS; i++) {
+    const { rows } = await pool.query('INSERT INTO users (name, email) VALUES ($1, $2) RETURNING id', [
+      `u${i}`,
+      `bench${i}@example.com`,
+    ]);
+    await pool.query(
+      `INSERT INTO accounts ("userId", type, provider, "providerAccountId") VALUES ($1, 'oidc', 'microsoft-entra-id', $2)`,
+      [rows[0].id, crypto.randomUUID()],
+    );
+    const token = crypto.randomUUID();
+    await pool.query(
+      `INSERT INTO sessions ("userId", expires, "sessionToken") VALUES ($1, now() + interval '1 hour', $2)`,
+      [rows[0].id, token],
+    );
+    sessions.push(token);
+  }
+  return {
+    url: u.toString(),
+    sessions,
+    pool,
+    async drop() {
+      await pool.end();
+      const a = new pg.Client({ connectionString: ADMIN_URL });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+async function startIdp(databaseUrl: string) {
+  const key = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey.export({
+    type: 'pkcs8',
+    format: 'pem',
+  }) as string;
+  const [cmd, args] = pinned(0, process.execPath, [`${root}bin/platform.js`, 'idp']);
+  const child = spawn(cmd, args, {
+    env: {
+      PATH: process.env.PATH,
+      IDP_PORT: String(PORT),
+      PLATFORM_OIDC_ISSUER: ISSUER,
+      PLATFORM_OIDC_PRIVATE_KEY: key,
+      PLATFORM_AUDIENCE: 'https://platform.bench/api',
+      DATABASE_URL: databaseUrl,
+      REDIS_URL,
+      LOG_LEVEL: process.env.BENCH_IDP_LOG_LEVEL ?? 'info',
+      // e.g. BENCH_IDP_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where a grant's time goes
+      ...(process.env.BENCH_IDP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_IDP_NODE_OPTIONS } : {}),
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  child.stdout!.resume();
+  let exited = false;
+  child.once('exit', () => {
+    exited = true;
+  });
+  // Ready when /health answers (the log level may hide the "listening" line).
+  for (let i = 0; ; i++) {
+    if (exited) throw new Error('idp exited during start-up');
+    try {
+      if ((await fetch(`${ISSUER}/health`)).ok) break;
+    } catch {
+      if (i > 200) throw new Error('idp did not start');
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return child;
+}
+
+async function obtainRefreshToken(http: Pool, session: string): Promise<string> {
+  const { createHash, randomBytes } = await import('node:crypto');
+  const verifier = randomBytes(32).toString('base64url');
+  const q = new URLSearchParams({
+    response_type: 'code',
+    client_id: 'platform-cli',
+    redirect_uri: 'http://127.0.0.1:9/callback',
+    code_challenge: createHash('sha256').update(verifier).digest('base64url'),
+    code_challenge_method: 'S256',
+    state: 's',
+    scope: 'openid profile email mcp:platform mcp:mail mcp:deals mcp:calendar mcp:crm',
+  });
+  const a = await http.request({
+    method: 'GET',
+    path: `/oauth/authorize?${q}`,
+    headers: { cookie: `authjs.session-token=${session}` },
+  });
+  await a.body.dump();
+  const code = new URL(String(a.headers.location)).searchParams.get('code')!;
+  const t = await http.request({
+    method: 'POST',
+    path: '/oauth/token',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code,
+      code_verifier: verifier,
+      redirect_uri: 'http://127.0.0.1:9/callback',
+      client_id: 'platform-cli',
+    }).toString(),
+  });
+  return ((await t.body.json()) as { refresh_token: string }).refresh_token;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function main() {
+  console.log(
+    `IdP refresh-grant benchmark — ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}, Node ${process.versions.node}${haveTaskset ? ', IdP on CPU 0, load on CPU 1' : ', no taskset: unpinned'}`,
+  );
+  const signs = signRate();
+  const db = await setupDatabase();
+  const idp = await startIdp(db.url);
+  const http = new Pool(ISSUER, { connections: CLIENTS, pipelining: 1 });
+  try {
+    const chains = await Promise.all(db.sessions.map((s) => obtainRefreshToken(http, s)));
+    let counting = false;
+    let grants = 0;
+    let errors = 0;
+    const latencies: number[] = [];
+    let stop = false;
+    const worker = async (i: number) => {
+      while (!stop) {
+        const t0 = performance.now();
+        const res = await http.request({
+          method: 'POST',
+          path: '/oauth/token',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: `grant_type=refresh_token&client_id=platform-cli&refresh_token=${chains[i]}`,
+        });
+        const body = (await res.body.json()) as { refresh_token?: string; id_token?: string };
+        if (res.statusCode !== 200 || !body.refresh_token || !body.id_token) {
+          errors++;
+          if (errors > 20) throw new Error(`refresh failed: ${res.statusCode} ${JSON.stringify(body)}`);
+          continue;
+        }
+        chains[i] = body.refresh_token;
+        if (counting) {
+          grants++;
+          latencies.push(performance.now() - t0);
+        }
+      }
+    };
+    const workers = chains.map((_, i) => worker(i));
+    await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
+    counting = true;
+    const t0 = performance.now();
+    await new Promise((r) => setTimeout(r, MEASURE_S * 1000));
+    counting = false;
+    const elapsed = (performance.now() - t0) / 1000;
+    stop = true;
+    await Promise.all(workers);
+    const audit = await db.pool.query('SELECT count(*)::int AS n FROM platform.issuance_audit');
+
+    const rate = grants / elapsed;
+    latencies.sort((a, b) => a - b);
+    const ratio = rate / signs;
+    console.log('');
+    console.log('| measure                                   | value        |');
+    console.log('|-------------------------------------------|--------------|');
+    console.log(`| node:crypto RS256 signs/s (1 core)        | ${signs.toFixed(0).padStart(12)} |`);
+    console.log(`| refresh grants/s (${CLIENTS} chains, openid)      | ${rate.toFixed(0).padStart(12)} |`);
+    console.log(
+      `| grant latency p50 / p99 (ms)              | ${`${percentile(latencies, 50).toFixed(1)} / ${percentile(latencies, 99).toFixed(1)}`.padStart(12)} |`,
+    );
+    console.log(`| errors                                    | ${String(errors).padStart(12)} |`);
+    console.log(`| audit rows written                        | ${String(audit.rows[0].n).padStart(12)} |`);
+    console.log('');
+    console.log(
+      `ratio: ${ratio.toFixed(3)} x the sign rate (target >= 0.25; certified oidc-provider + Postgres ~ 0.12)`,
+    );
+  } finally {
+    await http.close();
+    idp.kill('SIGTERM');
+    await new Promise((r) => idp.once('exit', r));
+    await db.drop();
+  }
+}
+
+await main();
