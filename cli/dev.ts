@@ -1,6 +1,40 @@
 import type { Env } from '../lib/config.ts';
+import { onShutdown } from '../lib/lifecycle.ts';
+import { createLogger } from '../lib/logger.ts';
+import { loadDevConfig } from './dev/config.ts';
+import { type DevStack, startDevStack } from './dev/stack.ts';
 
-/** `platform dev` — not built yet. */
-export async function dev(_env: Env): Promise<void> {
-  throw new Error('platform dev is not implemented yet');
+/**
+ * `platform dev`: the whole stack in this one process on embedded defaults (CONTRACT.md § The two README
+ * commands). Logs are JSON lines on stdout like every server; the summary for the human goes to stderr.
+ */
+export async function dev(env: Env): Promise<void> {
+  const config = loadDevConfig(env, process.cwd());
+  const log = createLogger({ name: 'dev', level: config.logLevel });
+  const stack = await startDevStack(config, log);
+  onShutdown(log, () => stack.close());
+  process.stderr.write(banner(stack, config.dataDir));
+}
+
+function banner(stack: DevStack, dataDir: string): string {
+  const lines = [
+    '',
+    'platform dev is running.',
+    '',
+    `  IdP (issuer)     ${stack.issuer}`,
+    `  Sign-in page     ${stack.signInUrl}   (development: any email, no password)`,
+    ...stack.tools.map(
+      (t) => `  Tool ${t.name.padEnd(11)} ${t.url}   (direct; needs gateway identity headers)`,
+    ),
+    `  Database         ${stack.databaseUrl}${stack.embeddedDatabase ? '   (embedded PGlite)' : ''}`,
+    `  Data directory   ${dataDir}${stack.signingKeyCreated ? '   (new signing key created)' : ''}`,
+    '',
+    'Sign in from another terminal:',
+    '',
+    `  node bin/platform.js login --issuer ${stack.issuer}`,
+    '',
+    'Stop with Ctrl-C.',
+    '',
+  ];
+  return `${lines.join('\n')}\n`;
 }

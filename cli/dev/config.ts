@@ -1,0 +1,124 @@
+import { join, resolve } from 'node:path';
+import { type IdpConfig, loadIdpConfig } from '../../idp/config.ts';
+import {
+  ConfigError,
+  type Env,
+  httpUrl,
+  logLevel,
+  normaliseDatabaseUrl,
+  optionalString,
+  port,
+  redisUrl,
+} from '../../lib/config.ts';
+import {
+  loadToolConfig,
+  TOOL_SERVICES,
+  type ToolServerConfig,
+  type ToolServiceName,
+} from '../../tools/config.ts';
+
+/**
+ * `platform dev`'s settings. Everything has a development default; the component variables keep their
+ * contract names (IDP_PORT, GATEWAY_PORT, <SERVICE>_MCP_PORT, DATABASE_URL, REDIS_URL, …) so a value that
+ * works for `platform idp` works here too. The PLATFORM_DEV_* variables are dev's own (docs/cli.md).
+ */
+export interface DevConfig {
+  /** PLATFORM_DEV_DATA_DIR: the embedded database and the signing key live here. */
+  dataDir: string;
+  pgliteDir: string;
+  signingKeyPath: string;
+  /** PLATFORM_DEV_HOST: every listener binds here; loopback by default since the sign-in page trusts anyone. */
+  host: string;
+  /** PLATFORM_DEV_PG_PORT: the embedded database's wire-protocol port (0: any free port). */
+  embeddedPostgresPort: number;
+  /** DATABASE_URL: a real server instead of the embedded one. */
+  databaseUrl: string | undefined;
+  /** REDIS_URL: real Redis for revocations instead of the in-process store. */
+  redisUrl: string | undefined;
+  idpPort: number;
+  issuer: string;
+  audience: string;
+  gatewayPort: number;
+  publicBaseUrl: string;
+  services: readonly ToolServiceName[];
+  toolPorts: Readonly<Record<ToolServiceName, number>>;
+  logLevel: string;
+  /** The environment as given, for the component loaders below (dev's values are laid over it). */
+  env: Env;
+}
+
+const DEFAULT_TOOL_PORTS: Readonly<Record<ToolServiceName, number>> = {
+  platform: 3001,
+  mail: 3002,
+  deals: 3003,
+};
+
+export function loadDevConfig(env: Env, cwd: string): DevConfig {
+  const dataDir = resolve(cwd, optionalString(env, 'PLATFORM_DEV_DATA_DIR') ?? '.data');
+  const idpPort = port(env, 'IDP_PORT', 4000);
+  const gatewayPort = port(env, 'GATEWAY_PORT', 8080);
+  if (idpPort === 0 || gatewayPort === 0) {
+    // The issuer and the public base URL carry the port, so it must be known before anything listens.
+    throw new ConfigError(
+      idpPort === 0 ? 'IDP_PORT' : 'GATEWAY_PORT',
+      'must be a fixed port in platform dev',
+    );
+  }
+  const publicBaseUrl = httpUrl(env, 'PUBLIC_BASE_URL') ?? `http://localhost:${gatewayPort}`;
+  const databaseUrl = optionalString(env, 'DATABASE_URL');
+  const toolPorts = Object.fromEntries(
+    TOOL_SERVICES.map((s) => [s, port(env, `${s.toUpperCase()}_MCP_PORT`, DEFAULT_TOOL_PORTS[s])]),
+  ) as Record<ToolServiceName, number>;
+  return Object.freeze({
+    dataDir,
+    pgliteDir: join(dataDir, 'pglite'),
+    signingKeyPath: join(dataDir, 'dev-signing-key.pem'),
+    host: optionalString(env, 'PLATFORM_DEV_HOST') ?? '127.0.0.1',
+    embeddedPostgresPort: port(env, 'PLATFORM_DEV_PG_PORT', 0),
+    databaseUrl: databaseUrl === undefined ? undefined : normaliseDatabaseUrl(databaseUrl),
+    redisUrl: redisUrl(env),
+    idpPort,
+    issuer: httpUrl(env, 'PLATFORM_OIDC_ISSUER') ?? `http://localhost:${idpPort}`,
+    audience: optionalString(env, 'PLATFORM_AUDIENCE') ?? publicBaseUrl,
+    gatewayPort,
+    publicBaseUrl,
+    services: TOOL_SERVICES,
+    toolPorts: Object.freeze(toolPorts),
+    logLevel: logLevel(env),
+    env,
+  });
+}
+
+/** The IdP's configuration for dev: its own loader, so the same checks apply, over dev's values. */
+export function devIdpConfig(
+  dev: DevConfig,
+  runtime: { databaseUrl: string; privateKey: string },
+): IdpConfig {
+  return loadIdpConfig(
+    {
+      PLATFORM_SERVICES: dev.services.join(','),
+      ...dev.env,
+      IDP_PORT: String(dev.idpPort),
+      PLATFORM_OIDC_ISSUER: dev.issuer,
+      PUBLIC_BASE_URL: dev.publicBaseUrl,
+      PLATFORM_AUDIENCE: dev.audience,
+      PLATFORM_OIDC_PRIVATE_KEY: runtime.privateKey,
+      DATABASE_URL: runtime.databaseUrl,
+    },
+    { redisRequired: false },
+  );
+}
+
+/** One tool server's configuration for dev, keyed by the per-run identity secret shared with the gateway. */
+export function devToolConfig(
+  dev: DevConfig,
+  name: ToolServiceName,
+  runtime: { databaseUrl: string; identitySecret: string },
+): ToolServerConfig {
+  return loadToolConfig(name, {
+    ...dev.env,
+    [`${name.toUpperCase()}_MCP_PORT`]: String(dev.toolPorts[name]),
+    DATABASE_URL: runtime.databaseUrl,
+    GATEWAY_IDENTITY_SECRET: runtime.identitySecret,
+  });
+}
