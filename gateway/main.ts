@@ -1,6 +1,13 @@
 import type { Env } from '../lib/config.ts';
+import { onShutdown } from '../lib/lifecycle.ts';
+import { createLogger } from '../lib/logger.ts';
+import { loadGatewayConfig } from './config.ts';
+import { startGateway } from './server.ts';
 
-/** `platform gateway` — not built yet (issue 3). */
-export async function main(_env: Env): Promise<void> {
-  throw new Error('platform gateway is not implemented yet');
+/** `platform gateway`: configuration from the environment only, validated before listening. */
+export async function main(env: Env): Promise<void> {
+  const config = loadGatewayConfig(env);
+  const log = createLogger({ name: 'gateway', level: config.logLevel });
+  const gateway = await startGateway(config, { log });
+  onShutdown(log, () => gateway.close());
 }

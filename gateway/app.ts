@@ -1,0 +1,222 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { signIdentity } from '../lib/identity.ts';
+import type { Logger } from '../lib/logger.ts';
+import { checkAudience, checkScope } from './auth/access.ts';
+import { bearerToken } from './auth/bearer.ts';
+import { InvalidTokenError, RevocationUnavailableError } from './auth/errors.ts';
+import type { VerifiedToken } from './auth/verified-token.ts';
+import type { VerifyToken } from './auth/verify-token.ts';
+import type { GatewayConfig, ServiceConfig } from './config.ts';
+import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
+import { checkHost, checkOrigin } from './guards.ts';
+import { protectedResourceMetadata } from './metadata.ts';
+import { forward, type Upstream } from './proxy/forward.ts';
+import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
+import { sendError, sendJsonBody } from './respond.ts';
+import type { RevocationCheck } from './revocation/mirror.ts';
+
+export interface GatewayContext {
+  config: GatewayConfig;
+  verify: VerifyToken;
+  revocation: RevocationCheck;
+  upstreams: ReadonlyMap<string, Upstream>;
+  log: Logger;
+}
+
+export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+interface Route {
+  service: ServiceConfig;
+  upstream: Upstream;
+  metadata: string;
+}
+
+const METADATA_PATH = '/.well-known/oauth-protected-resource';
+const HEALTH_BODY = JSON.stringify({ status: 'ok' });
+// A dot segment or an encoded slash, dot or backslash could make the tool server resolve the path to another
+// service's prefix than the one this request was authorised for.
+const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
+
+/**
+ * The gateway as a request handler (server.ts owns the port and the process). The routing table, in order:
+ *   GET /health                                               liveness, answered here
+ *   GET /.well-known/oauth-protected-resource/<service>[/mcp]  RFC 9728 §3.1 path-inserted metadata
+ *   GET /<service>/.well-known/oauth-protected-resource        metadata (the contract's location)
+ *   GET /<service>/health                                     proxied without identity (the tool server's liveness)
+ *   *   /<service>/…                                          bearer required; proxied with the prefix kept
+ */
+export function createGatewayHandler(ctx: GatewayContext): Handler {
+  const { config, verify, revocation, log } = ctx;
+  const routes = new Map<string, Route>();
+  for (const service of config.services) {
+    routes.set(service.name, {
+      service,
+      upstream: ctx.upstreams.get(service.name)!,
+      metadata: protectedResourceMetadata(config, service),
+    });
+  }
+  const debug = log.isLevelEnabled('debug');
+
+  /** Debug level only: a line per request costs throughput that info-level production logging should not pay. */
+  function accessLog(req: IncomingMessage, res: ServerResponse, requestId: string): void {
+    const started = performance.now();
+    res.once('close', () => {
+      log.debug(
+        {
+          reqId: requestId,
+          method: req.method,
+          path: pathOf(req.url),
+          status: res.statusCode,
+          completed: res.writableFinished,
+          ms: Math.round((performance.now() - started) * 100) / 100,
+        },
+        'request',
+      );
+    });
+  }
+
+  function fail(
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    route: Route | undefined,
+    err: unknown,
+  ): void {
+    sendError(res, err, {
+      requestId,
+      method: req.method,
+      path: pathOf(req.url),
+      service: route?.service,
+      log,
+    });
+  }
+
+  function proxy(
+    req: IncomingMessage,
+    res: ServerResponse,
+    h: InboundHeaders,
+    requestId: string,
+    route: Route,
+  ): void {
+    forward({
+      req,
+      res,
+      upstream: route.upstream,
+      headers: h.forward,
+      requestId,
+      contentLength: h.contentLength,
+      chunked: h.chunked,
+      maxBodyBytes: config.maxBodyBytes,
+      retryMs: config.upstreamRetryMs,
+      log,
+      fail: (err) => fail(req, res, requestId, route, err),
+    });
+  }
+
+  /** Everything after signature verification, on every request, cached token or not. */
+  function authorised(
+    req: IncomingMessage,
+    res: ServerResponse,
+    h: InboundHeaders,
+    requestId: string,
+    route: Route,
+    t: VerifiedToken,
+  ): void {
+    checkAudience(config, route.service, t);
+    const status = revocation.check(t.jti, t.sub, t.iat);
+    if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
+    if (status === 'unknown') throw new RevocationUnavailableError();
+    checkScope(route.service, t);
+    const identity = signIdentity(config.identitySecret, {
+      email: t.email,
+      sub: t.sub,
+      issuer: t.kind,
+      scope: t.scope,
+      clientId: t.clientId,
+      jti: t.jti,
+      requestId,
+    });
+    for (const name in identity) h.forward.push(name, identity[name]!);
+    proxy(req, res, h, requestId, route);
+  }
+
+  function handle(req: IncomingMessage, res: ServerResponse): void {
+    const url = req.url ?? '';
+    const h = scanRequestHeaders(req.rawHeaders, req.socket.remoteAddress);
+    const requestId = h.requestId ?? randomUUID();
+    if (debug) accessLog(req, res, requestId);
+    let route: Route | undefined;
+    try {
+      // Origin-form only: an absolute-form target or `*` has no place in front of MCP servers.
+      if (url.charCodeAt(0) !== 47) {
+        throw new BadRequestError('invalid_target', 'request target must be an absolute path');
+      }
+      const path = pathOf(url);
+      const method = req.method;
+      const readOnly = method === 'GET' || method === 'HEAD';
+      if (path === '/health') {
+        if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
+        sendJsonBody(res, 200, HEALTH_BODY, ['x-request-id', requestId]);
+        return;
+      }
+      if (path.startsWith(`${METADATA_PATH}/`)) {
+        const rest = path.slice(METADATA_PATH.length + 1);
+        route = routes.get(rest.endsWith('/mcp') ? rest.slice(0, -4) : rest);
+        if (!route) throw new NotFoundError('no protected resource at this path');
+        checkHost(route.service, h.host);
+        if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
+        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        return;
+      }
+      const end = path.indexOf('/', 1);
+      route = routes.get(end < 0 ? path.slice(1) : path.slice(1, end));
+      if (!route) throw new NotFoundError();
+      checkHost(route.service, h.host);
+      if (UNSAFE_PATH.test(path)) {
+        throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
+      }
+      const rest = end < 0 ? '' : path.slice(end);
+      if (readOnly && rest === METADATA_PATH) {
+        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        return;
+      }
+      if (readOnly && rest === '/health') {
+        h.forward.push('x-request-id', requestId);
+        proxy(req, res, h, requestId, route);
+        return;
+      }
+      checkOrigin(route.service, h.origin);
+      if (h.contentLength !== undefined && Number(h.contentLength) > config.maxBodyBytes) {
+        throw new PayloadTooLargeError(config.maxBodyBytes);
+      }
+      const token = bearerToken(h.authorization);
+      const verified = verify(token, route.service);
+      if (verified instanceof Promise) {
+        const r = route;
+        verified.then(
+          (t) => {
+            try {
+              authorised(req, res, h, requestId, r, t);
+            } catch (err) {
+              fail(req, res, requestId, r, err);
+            }
+          },
+          (err: unknown) => fail(req, res, requestId, r, err),
+        );
+      } else {
+        authorised(req, res, h, requestId, route, verified);
+      }
+    } catch (err) {
+      fail(req, res, requestId, route, err);
+    }
+  }
+
+  return handle;
+}
+
+function pathOf(url: string | undefined): string {
+  if (url === undefined) return '';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}

@@ -1,0 +1,261 @@
+import {
+  ConfigError,
+  csv,
+  type Env,
+  httpUrl,
+  logLevel,
+  oneOf,
+  optionalString,
+  port,
+  redisUrl,
+  requiredString,
+} from '../lib/config.ts';
+
+// The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
+// ones CONTRACT.md § Gateway names, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
+
+/** A `Host` header pattern: `name` exactly, or `name:*` for the name with any (or no) port. */
+export interface HostPattern {
+  host: string;
+  /** undefined: any port, including none; '' : no port; else the exact port. */
+  port: string | undefined;
+}
+
+export interface ServiceConfig {
+  name: string;
+  /** Upstream origin, e.g. `http://deals:3000` (no path). */
+  upstreamOrigin: string;
+  /** Path the upstream's base URL carries, prepended to the forwarded path ('' for none). */
+  upstreamBasePath: string;
+  appIdUri: string;
+  /** Entra client id of the connector app; undefined: the Entra path is off for this service. */
+  entraClientId: string | undefined;
+  allowedHosts: readonly HostPattern[];
+  allowedOrigins: ReadonlySet<string>;
+  /** HS256 secret for the service's own tokens; undefined: that path is off. */
+  sharedSecret: Buffer | undefined;
+  /** `mcp:<service>`: the platform scope this service requires. */
+  platformScope: string;
+  /** `{base_url}/<service>/.well-known/oauth-protected-resource` (the WWW-Authenticate resource_metadata). */
+  resourceMetadataUrl: string;
+}
+
+export interface PlatformTrust {
+  issuer: string;
+  audience: string;
+  /** undefined: taken from the issuer's discovery document (`jwks_uri`). */
+  jwksUrl: string | undefined;
+}
+
+export interface EntraTrust {
+  tenantId: string;
+  v2Issuer: string;
+  v1Issuer: string;
+  v2JwksUrl: string;
+  v1JwksUrl: string;
+}
+
+export type RevocationMode = 'fail-open' | 'fail-closed';
+
+export interface GatewayConfig {
+  port: number;
+  publicBaseUrl: string;
+  services: readonly ServiceConfig[];
+  platform: PlatformTrust | undefined;
+  entra: EntraTrust | undefined;
+  redisUrl: string | undefined;
+  identitySecret: string;
+  logLevel: string;
+  revocationMode: RevocationMode;
+  /** Minimum interval between forced JWKS refetches (unknown kid) per issuer. */
+  jwksCooldownMs: number;
+  tokenCacheSize: number;
+  maxBodyBytes: number;
+  maxHeaderBytes: number;
+  upstreamHeadersTimeoutMs: number;
+  /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
+  upstreamRetryMs: number;
+  shutdownGraceMs: number;
+}
+
+// Same rule as the IdP's PLATFORM_SERVICES: the name becomes a path segment and an environment prefix.
+const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const TENANT = /^[A-Za-z0-9][A-Za-z0-9.-]{0,253}$/;
+const HOST_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\*|\d{1,5}))?$/;
+
+export function envPrefix(service: string): string {
+  return service.toUpperCase().replace(/-/g, '_');
+}
+
+function number(env: Env, name: string, fallback: number, opts: { min: number; max: number }): number {
+  const v = optionalString(env, name);
+  if (v === undefined) return fallback;
+  if (!/^\d+(\.\d+)?$/.test(v)) throw new ConfigError(name, `must be a non-negative number, got "${v}"`);
+  const n = Number(v);
+  if (n < opts.min || n > opts.max)
+    throw new ConfigError(name, `must be between ${opts.min} and ${opts.max}, got ${v}`);
+  return n;
+}
+
+function integer(env: Env, name: string, fallback: number, opts: { min: number; max: number }): number {
+  const n = number(env, name, fallback, opts);
+  if (!Number.isInteger(n)) throw new ConfigError(name, `must be a whole number, got ${n}`);
+  return n;
+}
+
+export function parseHostPattern(name: string, value: string): HostPattern {
+  const m = HOST_PATTERN.exec(value.trim());
+  if (!m) throw new ConfigError(name, `"${value}" is not a host pattern (host, host:port or host:*)`);
+  const p = m[2];
+  if (p !== undefined && p !== '*' && Number(p) > 65535)
+    throw new ConfigError(name, `"${value}" has a bad port`);
+  return { host: m[1]!.toLowerCase(), port: p === '*' ? undefined : (p ?? '') };
+}
+
+function origin(name: string, value: string): string {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    throw new ConfigError(name, `"${value}" is not an origin (scheme://host[:port])`);
+  }
+  if (u.origin === 'null' || (u.pathname !== '/' && u.pathname !== '') || u.search || u.hash) {
+    throw new ConfigError(name, `"${value}" is not an origin (scheme://host[:port], no path)`);
+  }
+  return u.origin;
+}
+
+function loadService(env: Env, name: string, base: URL): ServiceConfig {
+  const P = envPrefix(name);
+  const upstreamVar = `${P}_MCP_UPSTREAM`;
+  const upstream = httpUrl(env, upstreamVar, requiredString(env, upstreamVar))!;
+  const u = new URL(upstream);
+  if (u.username || u.password) throw new ConfigError(upstreamVar, 'must not carry credentials');
+  const appIdUri =
+    optionalString(env, `${P}_MCP_APP_ID_URI`) ??
+    `${base.origin}${base.pathname.replace(/\/$/, '')}/${name}/mcp`;
+  const clientId = optionalString(env, `${P}_MCP_CLIENT_ID`);
+  if (clientId !== undefined && !GUID.test(clientId)) {
+    throw new ConfigError(
+      `${P}_MCP_CLIENT_ID`,
+      `must be a GUID (the Entra application's client id), got "${clientId}"`,
+    );
+  }
+  const hostsVar = `${P}_MCP_ALLOWED_HOSTS`;
+  const hosts = csv(env, hostsVar, ['localhost:*', '127.0.0.1:*', base.host]).map((h) =>
+    parseHostPattern(hostsVar, h),
+  );
+  const originsVar = `${P}_MCP_ALLOWED_ORIGINS`;
+  const origins = csv(env, originsVar, [base.origin]).map((o) => origin(originsVar, o));
+  const secretVar = `${P}_MCP_SHARED_SECRET`;
+  const secret = optionalString(env, secretVar);
+  // RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
+  if (secret !== undefined && Buffer.byteLength(secret) < 32) {
+    throw new ConfigError(secretVar, 'must be at least 32 bytes (RFC 7518 §3.2)');
+  }
+  const prefix = `${base.origin}${base.pathname.replace(/\/$/, '')}/${name}`;
+  return Object.freeze({
+    name,
+    upstreamOrigin: u.origin,
+    upstreamBasePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, ''),
+    appIdUri,
+    entraClientId: clientId?.toLowerCase(),
+    allowedHosts: Object.freeze(hosts),
+    allowedOrigins: new Set(origins),
+    sharedSecret: secret === undefined ? undefined : Buffer.from(secret),
+    platformScope: `mcp:${name}`,
+    resourceMetadataUrl: `${prefix}/.well-known/oauth-protected-resource`,
+  });
+}
+
+function loadPlatform(env: Env): PlatformTrust | undefined {
+  const issuer = optionalString(env, 'PLATFORM_ISSUER');
+  const jwksUrl = httpUrl(env, 'PLATFORM_JWKS_URL');
+  const audience = optionalString(env, 'PLATFORM_AUDIENCE');
+  if (issuer === undefined && jwksUrl === undefined && audience === undefined) return undefined;
+  if (issuer === undefined)
+    throw new ConfigError(
+      'PLATFORM_ISSUER',
+      'is required when PLATFORM_AUDIENCE or PLATFORM_JWKS_URL is set',
+    );
+  if (audience === undefined)
+    throw new ConfigError('PLATFORM_AUDIENCE', 'is required when PLATFORM_ISSUER is set');
+  // The issuer is compared as a string with the token's `iss`, exactly as the IdP writes it (no trailing slash).
+  return { issuer: httpUrl(env, 'PLATFORM_ISSUER')!, audience, jwksUrl };
+}
+
+function loadEntra(env: Env): EntraTrust | undefined {
+  const tenantId = optionalString(env, 'IDP_TENANT_ID');
+  const override = httpUrl(env, 'ENTRA_JWKS_URL');
+  if (tenantId === undefined) {
+    if (override !== undefined) throw new ConfigError('ENTRA_JWKS_URL', 'is set but IDP_TENANT_ID is not');
+    return undefined;
+  }
+  if (!TENANT.test(tenantId)) throw new ConfigError('IDP_TENANT_ID', `is not a tenant id, got "${tenantId}"`);
+  return {
+    tenantId,
+    v2Issuer: `https://login.microsoftonline.com/${tenantId}/v2.0`,
+    v1Issuer: `https://sts.windows.net/${tenantId}/`,
+    v2JwksUrl: override ?? `https://login.microsoftonline.com/${tenantId}/discovery/v2.0/keys`,
+    v1JwksUrl: override ?? `https://login.microsoftonline.com/${tenantId}/discovery/keys`,
+  };
+}
+
+/**
+ * Reads and checks every gateway variable; a bad value throws ConfigError naming it, before anything listens.
+ * `redisRequired: false` is for `platform dev`, which gives the gateway its in-process revocation store.
+ */
+export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = {}): GatewayConfig {
+  const publicBaseUrl = httpUrl(env, 'PUBLIC_BASE_URL', requiredString(env, 'PUBLIC_BASE_URL'))!;
+  const base = new URL(publicBaseUrl);
+  const names = csv(env, 'GATEWAY_SERVICES');
+  if (names.length === 0)
+    throw new ConfigError('GATEWAY_SERVICES', 'is required (comma-separated service names)');
+  const seen = new Set<string>();
+  for (const n of names) {
+    if (!SERVICE_NAME.test(n))
+      throw new ConfigError('GATEWAY_SERVICES', `"${n}" is not a service name ([a-z][a-z0-9-]*)`);
+    if (n === 'health' || n === '.well-known')
+      throw new ConfigError('GATEWAY_SERVICES', `"${n}" is a reserved path`);
+    if (seen.has(n)) throw new ConfigError('GATEWAY_SERVICES', `"${n}" is listed twice`);
+    seen.add(n);
+  }
+  const services = names.map((n) => loadService(env, n, base));
+  const redis = redisUrl(env);
+  if (opts.redisRequired !== false && redis === undefined) {
+    throw new ConfigError('REDIS_URL', 'is required (JWKS cache, denylist and revocation channel)');
+  }
+  const identitySecret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
+  if (Buffer.byteLength(identitySecret) < 32)
+    throw new ConfigError('GATEWAY_IDENTITY_SECRET', 'must be at least 32 bytes');
+  const platform = loadPlatform(env);
+  const entra = loadEntra(env);
+  for (const s of services) {
+    if (s.entraClientId !== undefined && entra === undefined) {
+      throw new ConfigError(`${envPrefix(s.name)}_MCP_CLIENT_ID`, 'is set but IDP_TENANT_ID is not');
+    }
+  }
+  return Object.freeze({
+    port: port(env, 'GATEWAY_PORT', 8080),
+    publicBaseUrl,
+    services: Object.freeze(services),
+    platform: platform && Object.freeze(platform),
+    entra: entra && Object.freeze(entra),
+    redisUrl: redis,
+    identitySecret,
+    logLevel: logLevel(env),
+    revocationMode: oneOf(env, 'GATEWAY_REVOCATION_MODE', ['fail-open', 'fail-closed'] as const, 'fail-open'),
+    jwksCooldownMs: number(env, 'GATEWAY_JWKS_COOLDOWN_SECONDS', 30, { min: 0, max: 3600 }) * 1000,
+    tokenCacheSize: integer(env, 'GATEWAY_TOKEN_CACHE_SIZE', 10_000, { min: 0, max: 1_000_000 }),
+    maxBodyBytes: integer(env, 'GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, {
+      min: 1024,
+      max: 1024 * 1024 * 1024,
+    }),
+    maxHeaderBytes: integer(env, 'GATEWAY_MAX_HEADER_BYTES', 16 * 1024, { min: 4096, max: 256 * 1024 }),
+    upstreamHeadersTimeoutMs:
+      number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,
+    upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,
+    shutdownGraceMs: number(env, 'GATEWAY_SHUTDOWN_GRACE_SECONDS', 10, { min: 0, max: 600 }) * 1000,
+  });
+}

@@ -1,0 +1,75 @@
+// Every refusal the gateway sends is one of these; gateway/respond.ts turns them into the wire body
+// `{"error":{"code","message","context":{"request_id","reason"}}}` in one place. `reason` is a stable
+// snake_case identifier (tests and operators match on it); `message` is the specific human-readable text.
+
+export abstract class GatewayError extends Error {
+  abstract readonly status: number;
+  abstract readonly code: string;
+  readonly reason: string;
+  constructor(reason: string, message: string) {
+    super(message);
+    this.reason = reason;
+  }
+}
+
+/** 421: the Host header names no host this service answers for (DNS-rebinding guard). */
+export class InvalidHostError extends GatewayError {
+  readonly status = 421;
+  readonly code = 'INVALID_HOST';
+  override readonly name = 'InvalidHostError';
+  constructor() {
+    super('host_not_allowed', 'Invalid Host header');
+  }
+}
+
+/** 403: a browser Origin the service does not allow. */
+export class InvalidOriginError extends GatewayError {
+  readonly status = 403;
+  readonly code = 'INVALID_ORIGIN';
+  override readonly name = 'InvalidOriginError';
+  constructor() {
+    super('origin_not_allowed', 'Invalid Origin header');
+  }
+}
+
+export class NotFoundError extends GatewayError {
+  readonly status = 404;
+  readonly code = 'NOT_FOUND';
+  override readonly name = 'NotFoundError';
+  constructor(message = 'no service at this path') {
+    super('unknown_route', message);
+  }
+}
+
+export class BadRequestError extends GatewayError {
+  readonly status = 400;
+  readonly code = 'BAD_REQUEST';
+  override readonly name = 'BadRequestError';
+}
+
+export class MethodNotAllowedError extends GatewayError {
+  readonly status = 405;
+  readonly code = 'METHOD_NOT_ALLOWED';
+  override readonly name = 'MethodNotAllowedError';
+  readonly allow: string;
+  constructor(allow: string) {
+    super('method_not_allowed', `method not allowed here; allowed: ${allow}`);
+    this.allow = allow;
+  }
+}
+
+export class PayloadTooLargeError extends GatewayError {
+  readonly status = 413;
+  readonly code = 'PAYLOAD_TOO_LARGE';
+  override readonly name = 'PayloadTooLargeError';
+  constructor(limit: number) {
+    super('body_too_large', `request body exceeds ${limit} bytes`);
+  }
+}
+
+/** 503 instead of a bare 502: the tool server did not answer (CONTRACT.md § Gateway). */
+export class UpstreamUnavailableError extends GatewayError {
+  readonly status = 503;
+  readonly code = 'UPSTREAM_UNAVAILABLE';
+  override readonly name = 'UpstreamUnavailableError';
+}

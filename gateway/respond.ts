@@ -1,0 +1,80 @@
+import type { ServerResponse } from 'node:http';
+import type { Logger } from '../lib/logger.ts';
+import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './auth/errors.ts';
+import type { ServiceConfig } from './config.ts';
+import { GatewayError, MethodNotAllowedError } from './errors.ts';
+
+export interface ErrorContext {
+  requestId: string;
+  method: string | undefined;
+  path: string;
+  service: ServiceConfig | undefined;
+  log: Logger;
+}
+
+/** A quoted-string (RFC 9110 §5.6.4) that cannot break out of the WWW-Authenticate header. */
+function quoted(text: string): string {
+  return `"${text.replace(/[^\x20-\x7E]|["\\]/g, '').slice(0, 200)}"`;
+}
+
+/** `WWW-Authenticate` for a 401/403 (RFC 6750 §3, RFC 9728 §5.1). */
+function challenge(err: GatewayError, service: ServiceConfig): string {
+  let value = `Bearer resource_metadata=${quoted(service.resourceMetadataUrl)}`;
+  if (err instanceof InvalidTokenError)
+    value += `, error="invalid_token", error_description=${quoted(err.message)}`;
+  else if (err instanceof InsufficientScopeError)
+    value += `, error="insufficient_scope", scope=${quoted(err.scope)}`;
+  return value;
+}
+
+export function sendJsonBody(res: ServerResponse, status: number, body: string, headers: string[]): void {
+  headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
+/**
+ * The one place a refusal becomes a response: the spec's body
+ * `{"error":{"code","message","context":{"request_id","reason"}}}`, the challenge header for 401/403, and one
+ * warning line with the reason and the path. Anything that is not a GatewayError is a fault of ours: a
+ * generic 500 whose body says nothing of internals, logged as an error.
+ */
+export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): void {
+  if (res.headersSent) {
+    x.log.error({ reqId: x.requestId, err }, 'error after the response started');
+    res.destroy();
+    return;
+  }
+  const headers: string[] = ['x-request-id', x.requestId];
+  let status: number;
+  let code: string;
+  let message: string;
+  let reason: string;
+  if (err instanceof GatewayError) {
+    ({ status, code, message, reason } = err);
+    if (
+      x.service &&
+      (err instanceof MissingTokenError ||
+        err instanceof InvalidTokenError ||
+        err instanceof InsufficientScopeError)
+    ) {
+      headers.push('www-authenticate', challenge(err, x.service));
+    }
+    if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
+    if (status === 503) headers.push('retry-after', '2');
+    // The unread remainder of a refused body is not worth draining over a keep-alive connection.
+    if (status === 413) headers.push('connection', 'close');
+    x.log.warn(
+      { reqId: x.requestId, method: x.method, path: x.path, service: x.service?.name, status, code, reason },
+      message,
+    );
+  } else {
+    status = 500;
+    code = 'INTERNAL_ERROR';
+    message = 'internal error';
+    reason = 'internal_error';
+    x.log.error({ reqId: x.requestId, method: x.method, path: x.path, err }, 'unexpected error');
+  }
+  const body = JSON.stringify({ error: { code, message, context: { request_id: x.requestId, reason } } });
+  sendJsonBody(res, status, body, headers);
+}

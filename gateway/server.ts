@@ -1,0 +1,142 @@
+import { createServer } from 'node:http';
+import { ConfigError } from '../lib/config.ts';
+import { drain, listen } from '../lib/lifecycle.ts';
+import type { Logger } from '../lib/logger.ts';
+import type { MemoryRevocations } from '../lib/revocation.ts';
+import { createGatewayHandler } from './app.ts';
+import { TokenCache } from './auth/token-cache.ts';
+import { createTokenVerifier } from './auth/verify-token.ts';
+import type { GatewayConfig } from './config.ts';
+import { JwksHttpClient } from './jwks/http-client.ts';
+import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
+import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { createUpstream, type Upstream } from './proxy/forward.ts';
+import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
+import { memoryRevocationCheck, type RevocationCheck, RevocationMirror } from './revocation/mirror.ts';
+import { type RevocationSync, startRevocationSync } from './revocation/redis-sync.ts';
+
+export interface GatewayDeps {
+  log: Logger;
+  /**
+   * `platform dev`: the in-process revocation store shared with the IdP. When given, the gateway uses no
+   * Redis at all (revocations read from it, key sets cached in memory only).
+   */
+  revocations?: MemoryRevocations;
+  host?: string;
+}
+
+export interface RunningGateway {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** How long start-up waits for the revocation mirror before listening anyway (Redis down must not stop us). */
+const MIRROR_STARTUP_WAIT_MS = 3000;
+
+export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
+  const { log } = deps;
+  const http = new JwksHttpClient();
+  let redis: RedisClients | undefined;
+  let sync: RevocationSync | undefined;
+  let store: JwksStore | undefined;
+  let revocation: RevocationCheck;
+  if (deps.revocations) {
+    revocation = memoryRevocationCheck(deps.revocations);
+  } else {
+    if (config.redisUrl === undefined) throw new ConfigError('REDIS_URL', 'is required');
+    redis = createRedisClients(
+      config.redisUrl,
+      new RedisOutage(log, { revocationMode: config.revocationMode }),
+    );
+    store = new RedisJwksStore(redis.cmd);
+    const mirror = new RevocationMirror(config.revocationMode);
+    sync = startRevocationSync(mirror, redis, log);
+    revocation = mirror;
+  }
+
+  const cache = new TokenCache(config.tokenCacheSize);
+  const keySet = (issuer: string, resolveUrl: () => Promise<string>) =>
+    new KeySet({
+      issuer,
+      resolveUrl,
+      http,
+      store,
+      cooldownMs: config.jwksCooldownMs,
+      log,
+      onKeysRemoved: () => cache.clear(),
+    });
+  const { platform, entra } = config;
+  const verify = createTokenVerifier({
+    cache,
+    platform: platform && {
+      trust: platform,
+      keys: keySet(
+        platform.issuer,
+        platform.jwksUrl !== undefined
+          ? async () => platform.jwksUrl!
+          : discoveredJwksUrl(platform.issuer, http),
+      ),
+    },
+    entra: entra && {
+      trust: entra,
+      v2Keys: keySet(entra.v2Issuer, async () => entra.v2JwksUrl),
+      v1Keys: keySet(entra.v1Issuer, async () => entra.v1JwksUrl),
+    },
+  });
+
+  const upstreams = new Map<string, Upstream>(
+    config.services.map((s) => [s.name, createUpstream(config, s)]),
+  );
+  const handler = createGatewayHandler({ config, verify, revocation, upstreams, log });
+  const server = createServer(
+    {
+      maxHeaderSize: config.maxHeaderBytes,
+      headersTimeout: 20_000,
+      // Longer than a load balancer's idle timeout (60 s), so the balancer closes idle connections first.
+      keepAliveTimeout: 65_000,
+      noDelay: true,
+    },
+    handler,
+  );
+
+  const release = async () => {
+    sync?.stop();
+    await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
+    await redis?.close();
+    await http.close();
+  };
+  try {
+    if (sync && !(await sync.ready(MIRROR_STARTUP_WAIT_MS))) {
+      log.warn(
+        { revocationMode: config.revocationMode },
+        'listening before the revocation mirror is in sync with redis',
+      );
+    }
+    const addr = await listen(server, config.port, deps.host);
+    log.info(
+      {
+        port: addr.port,
+        services: config.services.map((s) => ({
+          name: s.name,
+          upstream: s.upstreamOrigin + s.upstreamBasePath,
+        })),
+        platformIssuer: platform?.issuer,
+        entraTenant: entra?.tenantId,
+        revocationMode: deps.revocations ? 'in-process' : config.revocationMode,
+      },
+      'gateway listening',
+    );
+    return {
+      url: `http://127.0.0.1:${addr.port}`,
+      port: addr.port,
+      async close() {
+        await drain(server, config.shutdownGraceMs);
+        await release();
+      },
+    };
+  } catch (err) {
+    await release();
+    throw err;
+  }
+}
