@@ -1,4 +1,5 @@
 import { join, resolve } from 'node:path';
+import { type GatewayConfig, loadGatewayConfig } from '../../gateway/config.ts';
 import { type IdpConfig, loadIdpConfig } from '../../idp/config.ts';
 import {
   ConfigError,
@@ -121,4 +122,31 @@ export function devToolConfig(
     DATABASE_URL: runtime.databaseUrl,
     GATEWAY_IDENTITY_SECRET: runtime.identitySecret,
   });
+}
+
+/**
+ * The gateway for dev: fronts the tool servers at the ports they actually got, trusts the dev issuer (key set
+ * fetched from the IdP's loopback address, which is where it listens), keyed by the per-run identity secret.
+ */
+export function devGatewayConfig(
+  dev: DevConfig,
+  runtime: { identitySecret: string; idpUrl: string; toolUrls: Readonly<Record<string, string>> },
+): GatewayConfig {
+  const upstreams = Object.fromEntries(
+    Object.entries(runtime.toolUrls).map(([name, url]) => [`${name.toUpperCase()}_MCP_UPSTREAM`, url]),
+  );
+  return loadGatewayConfig(
+    {
+      PLATFORM_JWKS_URL: `${runtime.idpUrl}/.well-known/jwks.json`,
+      ...dev.env,
+      ...upstreams,
+      GATEWAY_PORT: String(dev.gatewayPort),
+      PUBLIC_BASE_URL: dev.publicBaseUrl,
+      GATEWAY_SERVICES: Object.keys(runtime.toolUrls).join(','),
+      PLATFORM_ISSUER: dev.issuer,
+      PLATFORM_AUDIENCE: dev.audience,
+      GATEWAY_IDENTITY_SECRET: runtime.identitySecret,
+    },
+    { redisRequired: false },
+  );
 }

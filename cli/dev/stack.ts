@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
+import { startGateway } from '../../gateway/server.ts';
 import { startIdp } from '../../idp/server.ts';
 import { ConfigError } from '../../lib/config.ts';
 import { createPool } from '../../lib/db.ts';
@@ -8,7 +9,7 @@ import { migrate } from '../../lib/migrate.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
 import { startToolServer } from '../../tools/server.ts';
 import { MIGRATION_SETS } from '../migrations.ts';
-import { type DevConfig, devIdpConfig, devToolConfig } from './config.ts';
+import { type DevConfig, devGatewayConfig, devIdpConfig, devToolConfig } from './config.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { SIGN_IN_PATH, withDevSignIn } from './sign-in.ts';
 import { loadOrCreateDevSigningKey } from './signing-key.ts';
@@ -23,14 +24,16 @@ export interface DevStack {
   /** True when the database is the embedded PGlite (not DATABASE_URL). */
   embeddedDatabase: boolean;
   signingKeyCreated: boolean;
-  tools: ReadonlyArray<{ name: string; url: string }>;
+  gatewayUrl: string;
+  /** Each service's MCP endpoint through the gateway, the URL clients use. */
+  services: ReadonlyArray<{ name: string; url: string }>;
   close(): Promise<void>;
 }
 
 /**
  * Starts the whole stack in this process, in dependency order: database (embedded unless DATABASE_URL), the
  * Auth.js tables and every migration, the signing key, the IdP with the dev sign-in page on its origin, the
- * tool servers. A failure part-way closes what already started, so a retry finds its ports free.
+ * tool servers, the gateway in front of them. A failure part-way closes what already started, so a retry finds its ports free.
  */
 export async function startDevStack(config: DevConfig, log: Logger): Promise<DevStack> {
   const closers: Array<() => Promise<void>> = [];
@@ -83,7 +86,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
 
     // Per run: the tool servers trust only the gateway started alongside them.
     const identitySecret = randomBytes(32).toString('base64url');
-    const tools: Array<{ name: string; url: string }> = [];
+    const toolUrls: Record<string, string> = {};
     for (const name of config.services) {
       const toolConfig = devToolConfig(config, name, { databaseUrl, identitySecret });
       const server = await startToolServer(name, toolConfig, {
@@ -91,8 +94,21 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
         host: config.host,
       }).catch(portInUse(`${name.toUpperCase()}_MCP_PORT`, toolConfig.port));
       closers.push(() => server.close());
-      tools.push({ name, url: `http://${hostForUrl(config.host)}:${server.port}/${name}/mcp` });
+      toolUrls[name] = `http://${hostForUrl(config.host)}:${server.port}`;
     }
+
+    const gatewayConfig = devGatewayConfig(config, {
+      identitySecret,
+      idpUrl: `http://${hostForUrl(config.host)}:${idp.port}`,
+      toolUrls,
+    });
+    // The gateway reads the same in-process store the IdP writes, so a revocation is enforced at once.
+    const gateway = await startGateway(gatewayConfig, {
+      log: log.child({ component: 'gateway' }),
+      revocations,
+      host: config.host,
+    }).catch(portInUse('GATEWAY_PORT', config.gatewayPort));
+    closers.push(() => gateway.close());
 
     return {
       issuer: idpConfig.issuer,
@@ -100,7 +116,8 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
       databaseUrl,
       embeddedDatabase: !config.databaseUrl,
       signingKeyCreated: key.created,
-      tools,
+      gatewayUrl: gatewayConfig.publicBaseUrl,
+      services: gatewayConfig.services.map((svc) => ({ name: svc.name, url: svc.appIdUri })),
       close: closeAll,
     };
   } catch (err) {
@@ -123,6 +140,6 @@ function portInUse(variable: string, port: number) {
 }
 
 function hostForUrl(host: string): string {
-  if (host === '0.0.0.0' || host === '::') return 'localhost';
+  if (host === '0.0.0.0' || host === '::') return '127.0.0.1';
   return host.includes(':') ? `[${host}]` : host;
 }

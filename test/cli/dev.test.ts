@@ -68,6 +68,8 @@ describe.skipIf(!hasChromium)('platform dev', () => {
     expect(out).toContain(`IdP (issuer)     ${issuer()}`);
     expect(out).toContain(`node bin/platform.js login --issuer ${issuer()}`);
     expect(out).toContain('(embedded PGlite)');
+    expect(out).toContain(`Gateway          http://localhost:${ports.gateway}`);
+    expect(out).toContain(`MCP platform     http://localhost:${ports.gateway}/platform/mcp`);
     expect((await stat(join(dataDir, 'dev-signing-key.pem'))).mode & 0o777).toBe(0o600);
     const meta = (await (await fetch(`${issuer()}/.well-known/openid-configuration`)).json()) as {
       issuer: string;
@@ -147,5 +149,29 @@ describe.skipIf(!hasChromium)('platform dev', () => {
     const token = await runPlatform(['token'], { XDG_CONFIG_HOME: home.dir });
     expect(token.code).toBe(0);
     expect(token.stdout.trim()).not.toBe(creds.access_token);
+  });
+
+  it('calls a tool through the gateway; after logout the same token is refused at once', {
+    timeout: 30_000,
+  }, async () => {
+    const gateway = `http://localhost:${ports.gateway}`;
+    const env = { XDG_CONFIG_HOME: home.dir, PLATFORM_GATEWAY_URL: gateway };
+    const who = await runPlatform(['call', 'platform', 'whoami'], env);
+    expect(who.stderr).toBe('');
+    expect(who.code).toBe(0);
+    expect(JSON.parse(who.stdout)).toMatchObject({
+      email,
+      sub: fakeObjectId(email),
+      issuer: 'platform',
+      client_id: 'platform-cli',
+    });
+
+    const token = (await runPlatform(['token'], env)).stdout.trim();
+    expect((await runPlatform(['logout'], env)).code).toBe(0);
+    // The IdP and the gateway share the in-process revocation store: no Redis, no delay.
+    const refused = await runPlatform(['call', 'platform', 'whoami'], { ...env, PLATFORM_TOKEN: token });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('answered 401: INVALID_TOKEN');
+    expect(refused.stderr).toContain('token_revoked');
   });
 });
