@@ -1,0 +1,102 @@
+// The real stack for the end-to-end tests: `platform idp`, the three `platform tool` servers and
+// `platform gateway`, each its own process, on free ports, against one test database and the suite's Redis.
+import { inject } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import {
+  freePort,
+  type IdpProcess,
+  type RunningProcess,
+  startIdpProcess,
+  startPlatform,
+} from '../helpers/processes.ts';
+import { IDENTITY_SECRET, type PostgresRelay, startPostgresRelay } from './helpers.ts';
+
+export const SERVICES = ['platform', 'mail', 'deals'] as const;
+
+export interface Stack {
+  db: TestDatabase;
+  idp: IdpProcess;
+  gateway: RunningProcess;
+  /** The gateway's public origin, `{base_url}`. */
+  baseUrl: string;
+  tools: Record<(typeof SERVICES)[number], RunningProcess>;
+  /** The deals server reaches Postgres through this relay, so a test can take its database away. */
+  dealsDb: PostgresRelay;
+  stop(): Promise<void>;
+}
+
+export async function startStack(opts: { adminEmails?: string[] } = {}): Promise<Stack> {
+  const db = await createTestDatabase();
+  const dealsDb = await startPostgresRelay(db.url);
+  const gatewayPort = await freePort();
+  const baseUrl = `http://127.0.0.1:${gatewayPort}`;
+  const started: RunningProcess[] = [];
+  try {
+    const idp = await startIdpProcess({
+      databaseUrl: db.url,
+      redisUrl: inject('redisUrl'),
+      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(',') },
+    });
+    started.push(idp);
+    const tools = {} as Stack['tools'];
+    const upstreams: Record<string, string> = {};
+    await Promise.all(
+      SERVICES.map(async (name) => {
+        const port = await freePort();
+        const p = startPlatform(['tool', name], {
+          DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
+          GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+          PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
+          [`${name.toUpperCase()}_MCP_PORT`]: String(port),
+        });
+        started.push(p);
+        await p.waitFor(new RegExp(`${name} tool server listening`));
+        tools[name] = p;
+        upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = `http://127.0.0.1:${port}`;
+      }),
+    );
+    const gateway = startPlatform(['gateway'], {
+      GATEWAY_PORT: String(gatewayPort),
+      PUBLIC_BASE_URL: baseUrl,
+      GATEWAY_SERVICES: SERVICES.join(','),
+      ...upstreams,
+      PLATFORM_ISSUER: idp.issuer,
+      PLATFORM_AUDIENCE: idp.audience,
+      REDIS_URL: inject('redisUrl'),
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+    });
+    started.push(gateway);
+    await waitForHealth(`${baseUrl}/health`, gateway);
+    return {
+      db,
+      idp,
+      gateway,
+      baseUrl,
+      tools,
+      dealsDb,
+      async stop() {
+        await Promise.all(started.map((p) => p.stop()));
+        await dealsDb.close();
+        await db.drop();
+      },
+    };
+  } catch (err) {
+    await Promise.all(started.map((p) => p.stop()));
+    await dealsDb.close();
+    await db.drop();
+    throw err;
+  }
+}
+
+async function waitForHealth(url: string, p: RunningProcess, timeoutMs = 15_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(url)).status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > until) throw new Error(`gateway did not become healthy; output:\n${p.output()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
