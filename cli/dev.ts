@@ -25,7 +25,7 @@ function banner(stack: DevStack, dataDir: string): string {
     `  Sign-in page     ${stack.signInUrl}   (development: any email, no password)`,
     `  Gateway          ${stack.gatewayUrl}`,
     ...stack.services.map((s) => `  MCP ${s.name.padEnd(12)} ${s.url}`),
-    `  Database         ${stack.databaseUrl}${stack.embeddedDatabase ? '   (embedded PGlite)' : ''}`,
+    `  Database         ${withoutPassword(stack.databaseUrl)}${stack.embeddedDatabase ? '   (embedded PGlite)' : ''}`,
     `  Data directory   ${dataDir}${stack.signingKeyCreated ? '   (new signing key created)' : ''}`,
     '',
     'Sign in from another terminal, then call a tool:',
@@ -37,4 +37,15 @@ function banner(stack: DevStack, dataDir: string): string {
     '',
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** A DATABASE_URL may carry a password; the terminal (and whoever reads over a shoulder) need not see it. */
+function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url;
+  }
 }

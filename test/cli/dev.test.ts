@@ -79,6 +79,25 @@ describe.skipIf(!hasChromium)('platform dev', () => {
     expect(firstKids).toHaveLength(1);
   });
 
+  it('a second dev on the same data, or a bad variable, stops with one line', async () => {
+    const again = await runPlatform(['dev'], {
+      PLATFORM_DEV_DATA_DIR: dataDir,
+      IDP_PORT: String(ports.idp),
+      HOME: home.dir,
+    });
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/^platform: .*pglite is in use by another process \(pid \d+\)/);
+    const bad = await runPlatform(['dev'], {
+      PLATFORM_DEV_DATA_DIR: dataDir,
+      IDP_PORT: 'four',
+      HOME: home.dir,
+    });
+    expect(bad).toMatchObject({
+      code: 2,
+      stderr: 'platform: configuration error: IDP_PORT: must be a port number, got "four"\n',
+    });
+  });
+
   it('signs in through the development sign-in page with platform login', { timeout: 30_000 }, async () => {
     const login = startPlatform(['login', '--no-browser', '--issuer', issuer()], {
       XDG_CONFIG_HOME: home.dir,
