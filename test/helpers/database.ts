@@ -33,6 +33,8 @@ export async function createTestDatabase(
   u.pathname = `/${name}`;
   const url = u.toString();
   const pool = new pg.Pool({ connectionString: url, max: 5 });
+  // DROP DATABASE … WITH (FORCE) may terminate a connection the pool is still closing; that is expected.
+  pool.on('error', () => {});
   if (opts.authjs !== false) await pool.query(await readFile(AUTHJS_SCHEMA, 'utf8'));
   if (opts.migrated !== false) await migrate(pool, MIGRATION_SETS);
   return {
