@@ -146,6 +146,8 @@ export interface RecordedRequest {
   headers: IncomingHttpHeaders;
   rawHeaders: string[];
   body: string;
+  /** The gateway-side port of the connection (distinct values = distinct upstream connections). */
+  remotePort?: number;
 }
 
 export interface Upstream {
@@ -199,7 +201,14 @@ export async function startUpstream(port = 0): Promise<Upstream> {
     }
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
-    requests.push({ method: req.method!, url, headers: req.headers, rawHeaders: req.rawHeaders, body });
+    requests.push({
+      method: req.method!,
+      url,
+      headers: req.headers,
+      rawHeaders: req.rawHeaders,
+      body,
+      remotePort: req.socket.remotePort,
+    });
     if (url.endsWith('/health')) {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"status":"ok"}');

@@ -1,0 +1,90 @@
+// `platform dev` runs the gateway inside one process with the IdP: startGateway with the in-process
+// MemoryRevocations and no REDIS_URL at all. This is the signature that command is written against.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadGatewayConfig } from '../../gateway/config.ts';
+import { type RunningGateway, startGateway } from '../../gateway/server.ts';
+import { verifyIdentity } from '../../lib/identity.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { MemoryRevocations } from '../../lib/revocation.ts';
+import {
+  call,
+  errorOf,
+  IDENTITY_SECRET,
+  type KeyServer,
+  mint,
+  startKeyServer,
+  startUpstream,
+  type Upstream,
+} from './helpers.ts';
+
+const AUDIENCE = 'https://platform.test/api';
+let ks: KeyServer;
+let upstream: Upstream;
+let gateway: RunningGateway;
+const revocations = new MemoryRevocations();
+
+beforeAll(async () => {
+  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  const config = loadGatewayConfig(
+    {
+      PUBLIC_BASE_URL: 'http://localhost:8080',
+      GATEWAY_SERVICES: 'platform',
+      PLATFORM_MCP_UPSTREAM: upstream.url,
+      // Discovery, as `platform dev` would configure it (issuer only).
+      PLATFORM_ISSUER: ks.issuer,
+      PLATFORM_AUDIENCE: AUDIENCE,
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      GATEWAY_PORT: '0',
+    },
+    { redisRequired: false },
+  );
+  gateway = await startGateway(config, {
+    log: createLogger({ name: 'gateway', level: 'silent' }),
+    revocations,
+    host: '127.0.0.1',
+  });
+});
+
+afterAll(async () => {
+  await gateway?.close();
+  await Promise.all([ks?.close(), upstream?.close()]);
+});
+
+async function token(iat = 0) {
+  const jti = randomUUID();
+  const sub = `dev-${randomUUID()}`;
+  const t = await mint({
+    key: ks.keys[0]!,
+    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email: 'dev@example.com', scope: 'mcp:platform', jti },
+    iat,
+  });
+  return { t, jti, sub };
+}
+
+const post = (t: string) => call(`${gateway.url}/platform/mcp`, { method: 'POST', token: t });
+
+describe('startGateway with an in-process revocation store (no Redis)', () => {
+  it('verifies and proxies with signed identity', async () => {
+    const { t, sub } = await token();
+    expect((await post(t)).status).toBe(200);
+    expect(verifyIdentity(IDENTITY_SECRET, upstream.requests.at(-1)!.headers)).toMatchObject({
+      sub,
+      issuer: 'platform',
+    });
+  });
+
+  it('a jti denied in the shared store is refused on the next request', async () => {
+    const { t, jti } = await token();
+    expect((await post(t)).status).toBe(200);
+    await revocations.denyJti(jti, Math.floor(Date.now() / 1000) + 600);
+    expect(errorOf(await post(t))).toMatchObject({ code: 'INVALID_TOKEN', reason: 'token_revoked' });
+  });
+
+  it('a subject cut-off refuses tokens issued at or before it', async () => {
+    const { t, sub } = await token(-5);
+    expect((await post(t)).status).toBe(200);
+    await revocations.denySubject(sub, Math.floor(Date.now() / 1000));
+    expect(errorOf(await post(t)).reason).toBe('token_revoked');
+  });
+});

@@ -1,0 +1,249 @@
+// The proxying half: streaming both ways (SSE event by event), disconnects, pass-through headers, limits,
+// request ids, keep-alive pooling, the upstream retry window and graceful shutdown.
+import { randomUUID } from 'node:crypto';
+import { type ClientRequest, type IncomingMessage, request } from 'node:http';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { jwksKey } from '../../lib/revocation.ts';
+import { freePort } from '../helpers/processes.ts';
+import {
+  call,
+  errorOf,
+  type GatewayProcess,
+  type KeyServer,
+  mint,
+  startGatewayProcess,
+  startKeyServer,
+  startUpstream,
+  type Upstream,
+} from './helpers.ts';
+
+const AUDIENCE = 'https://platform.test/api';
+const MAX_BODY = 64 * 1024;
+
+let ks: KeyServer;
+let upstream: Upstream;
+let latePort: number;
+let gw: GatewayProcess;
+let token: string;
+
+const env = () => ({
+  PUBLIC_BASE_URL: 'https://mcp.example.test',
+  GATEWAY_SERVICES: 'mail,late',
+  MAIL_MCP_UPSTREAM: upstream.url,
+  LATE_MCP_UPSTREAM: `http://127.0.0.1:${latePort}`,
+  PLATFORM_ISSUER: ks.issuer,
+  PLATFORM_JWKS_URL: ks.jwksUrl,
+  PLATFORM_AUDIENCE: AUDIENCE,
+  REDIS_URL: inject('redisUrl'),
+  GATEWAY_MAX_BODY_BYTES: String(MAX_BODY),
+  GATEWAY_UPSTREAM_RETRY_SECONDS: '5',
+});
+
+beforeAll(async () => {
+  [ks, upstream, latePort] = await Promise.all([startKeyServer(), startUpstream(), freePort()]);
+  const redis = new Redis(inject('redisUrl'));
+  await redis.del(jwksKey(ks.issuer));
+  await redis.quit();
+  gw = await startGatewayProcess(env());
+  token = await mint({
+    key: ks.keys[0]!,
+    claims: {
+      iss: ks.issuer,
+      aud: AUDIENCE,
+      sub: `s-${randomUUID()}`,
+      email: 'p@example.com',
+      scope: 'mcp:mail mcp:late',
+    },
+  });
+});
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([ks?.close(), upstream?.close()]);
+});
+
+/** Opens a request and resolves with the response as soon as its headers arrive. */
+function open(
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ req: ClientRequest; res: IncomingMessage }> {
+  return new Promise((resolve, reject) => {
+    const req = request(`${gw.url}${path}`, {
+      headers: { authorization: `Bearer ${token}`, ...headers },
+      agent: false,
+    });
+    req.on('response', (res) => resolve({ req, res }));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+function nextChunk(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => res.once('data', (c: Buffer) => resolve(c.toString('utf8'))));
+}
+
+describe('SSE', () => {
+  it('relays an event stream event by event, uncompressed, with Mcp-Session-Id and Last-Event-ID passed through', async () => {
+    const id = randomUUID();
+    const { res } = await open(`/mail/sse/${id}`, {
+      'last-event-id': 'evt-41',
+      'accept-encoding': 'gzip, br',
+    });
+    const up = await upstream.waitForStream(id);
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('text/event-stream');
+    expect(res.headers['mcp-session-id']).toBe('sess-1');
+    expect(res.headers['content-encoding']).toBeUndefined();
+    expect(upstream.requests.find((r) => r.url.endsWith(id))!.headers['last-event-id']).toBe('evt-41');
+    // Each event arrives before the upstream writes the next one: nothing is buffered on the way.
+    for (let i = 1; i <= 3; i++) {
+      const got = nextChunk(res);
+      up.write(`id: evt-${41 + i}\nevent: message\ndata: {"n":${i}}\n\n`);
+      expect(await got).toBe(`id: evt-${41 + i}\nevent: message\ndata: {"n":${i}}\n\n`);
+    }
+    const ended = new Promise((r) => res.once('end', r));
+    res.resume();
+    up.end();
+    await ended;
+  });
+
+  it('a client that disconnects closes the upstream stream', async () => {
+    const id = randomUUID();
+    const { req, res } = await open(`/mail/sse/${id}`);
+    const up = await upstream.waitForStream(id);
+    up.write('data: hello\n\n');
+    expect(await nextChunk(res)).toBe('data: hello\n\n');
+    req.destroy();
+    await expect.poll(() => upstream.aborted.includes(`/mail/sse/${id}`)).toBe(true);
+  });
+
+  it('a client that disconnects before the upstream answered closes the upstream request', async () => {
+    const path = `/mail/${randomUUID()}/hang`;
+    const req = request(`${gw.url}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      agent: false,
+    });
+    req.on('error', () => {});
+    req.end('{}');
+    await expect.poll(() => upstream.requests.some((r) => r.url === path)).toBe(true);
+    req.destroy();
+    await expect.poll(() => upstream.aborted.includes(path)).toBe(true);
+  });
+});
+
+describe('bodies and headers', () => {
+  it('streams a chunked request body through unchanged (still chunked upstream, not buffered)', async () => {
+    const body = 'x'.repeat(MAX_BODY - 10);
+    const r = await call(`${gw.url}/mail/mcp`, {
+      method: 'POST',
+      token,
+      body,
+      headers: { 'transfer-encoding': 'chunked' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.json.bodyLength).toBe(body.length);
+    expect(r.json.headers['transfer-encoding']).toBe('chunked');
+    expect(r.json.headers['content-length']).toBeUndefined();
+  });
+
+  it('refuses bodies over the limit with 413, declared or streamed', async () => {
+    const body = 'y'.repeat(MAX_BODY + 1);
+    const declared = await call(`${gw.url}/mail/mcp`, { method: 'POST', token, body });
+    expect(declared.status).toBe(413);
+    expect(errorOf(declared)).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', reason: 'body_too_large' });
+    const before = upstream.requests.length;
+    const streamed = await call(`${gw.url}/mail/mcp`, {
+      method: 'POST',
+      token,
+      body,
+      headers: { 'transfer-encoding': 'chunked' },
+    });
+    expect(streamed.status).toBe(413);
+    // The declared one never reached the upstream; the streamed one was cut off before it completed.
+    expect(upstream.requests.slice(before).every((r) => r.body.length <= MAX_BODY)).toBe(true);
+  });
+
+  it('refuses oversized headers with 431', async () => {
+    const r = await call(`${gw.url}/mail/mcp`, {
+      method: 'POST',
+      token,
+      headers: { 'x-filler': 'z'.repeat(20_000) },
+    }).catch(() => ({
+      status: 431,
+    }));
+    expect(r.status).toBe(431);
+  });
+
+  it('passes response headers through (repeated Set-Cookie included) and adds only x-request-id', async () => {
+    const r = await call(`${gw.url}/mail/mcp`, { method: 'POST', token });
+    expect(r.status).toBe(200);
+    const names = r.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(names.filter((n) => n === 'set-cookie')).toHaveLength(2);
+    expect(new Set(names)).toEqual(
+      new Set([
+        'content-type',
+        'content-length',
+        'mcp-session-id',
+        'x-upstream',
+        'set-cookie',
+        'date',
+        'x-request-id',
+        'connection',
+      ]),
+    );
+  });
+
+  it('gives every request an id: in the response, to the upstream, and in error bodies', async () => {
+    const ok = await call(`${gw.url}/mail/mcp`, { method: 'POST', token });
+    const id = ok.headers['x-request-id'] as string;
+    expect(id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(upstream.requests.at(-1)!.headers['x-request-id']).toBe(id);
+    const refused = await call(`${gw.url}/mail/mcp`, { method: 'POST' });
+    expect(errorOf(refused).requestId).toBe(refused.headers['x-request-id']);
+    // A caller's id that could inject into logs or headers is replaced, not echoed.
+    const odd = await call(`${gw.url}/mail/mcp`, {
+      method: 'POST',
+      token,
+      headers: { 'x-request-id': 'a b<script>' },
+    });
+    expect(odd.headers['x-request-id']).not.toBe('a b<script>');
+  });
+
+  it('reuses upstream connections (keep-alive pool)', async () => {
+    for (let i = 0; i < 20; i++)
+      expect((await call(`${gw.url}/mail/mcp`, { method: 'POST', token })).status).toBe(200);
+    const used = new Set(upstream.requests.slice(-20).map((r) => r.remotePort));
+    expect(used.size).toBe(1);
+  });
+});
+
+describe('upstream availability', () => {
+  it('retries refused connections within the window: an upstream that comes up in time answers', async () => {
+    const pending = call(`${gw.url}/late/mcp`, { method: 'POST', token });
+    await new Promise((r) => setTimeout(r, 600));
+    const late = await startUpstream(latePort);
+    try {
+      const r = await pending;
+      expect(r.status).toBe(200);
+      expect(r.json.url).toBe('/late/mcp');
+      expect(r.json.bodyLength).toBeGreaterThan(0);
+    } finally {
+      await late.close();
+    }
+  });
+});
+
+describe('shutdown', () => {
+  it('SIGTERM lets an in-flight request finish, then exits 0', async () => {
+    const own = await startGatewayProcess(env());
+    const inFlight = call(`${own.url}/mail/slow?ms=600`, { method: 'POST', token });
+    await expect.poll(() => upstream.requests.some((r) => r.url === '/mail/slow?ms=600')).toBe(true);
+    const exited = own.stop('SIGTERM');
+    const r = await inFlight;
+    expect(r.status).toBe(200);
+    expect(await exited).toBe(0);
+    expect(own.logs().some((l) => l.msg === 'stopped')).toBe(true);
+  });
+});

@@ -1,0 +1,159 @@
+// Redis stopped and restarted under two running gateways (one fail-open, one fail-closed). The Redis here
+// is a throwaway `redis-server` on its own port, never the machine's shared one.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisRevocationPublisher } from '../../lib/revocation.ts';
+import { freePort } from '../helpers/processes.ts';
+import {
+  call,
+  errorOf,
+  type GatewayProcess,
+  type KeyServer,
+  mint,
+  startGatewayProcess,
+  startKeyServer,
+  startUpstream,
+  type Upstream,
+} from './helpers.ts';
+
+const AUDIENCE = 'https://platform.test/api';
+
+let port: number;
+let server: ChildProcess | undefined;
+let ks: KeyServer;
+let upstream: Upstream;
+let open: GatewayProcess;
+let closed: GatewayProcess;
+
+async function startRedis(): Promise<void> {
+  server = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  for (let i = 0; ; i++) {
+    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
+    probe.on('error', () => {});
+    try {
+      await probe.connect();
+      await probe.ping();
+      return;
+    } catch (err) {
+      if (i > 100) throw err;
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      probe.disconnect();
+    }
+  }
+}
+
+async function stopRedis(): Promise<void> {
+  const s = server;
+  server = undefined;
+  if (!s || s.exitCode !== null) return;
+  const exited = new Promise((r) => s.once('exit', r));
+  s.kill('SIGKILL');
+  await exited;
+}
+
+/** Publishes on the throwaway Redis through a short-lived connection (the way `platform admin` would). */
+async function revoke(jti: string): Promise<void> {
+  const r = new Redis({ port, host: '127.0.0.1' });
+  await new RedisRevocationPublisher(r).denyJti(jti, Math.floor(Date.now() / 1000) + 3600);
+  await r.quit();
+}
+
+beforeAll(async () => {
+  port = await freePort();
+  await startRedis();
+  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  const env = (mode: string) => ({
+    PUBLIC_BASE_URL: 'https://mcp.example.test',
+    GATEWAY_SERVICES: 'mail',
+    MAIL_MCP_UPSTREAM: upstream.url,
+    PLATFORM_ISSUER: ks.issuer,
+    PLATFORM_JWKS_URL: ks.jwksUrl,
+    PLATFORM_AUDIENCE: AUDIENCE,
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+    GATEWAY_REVOCATION_MODE: mode,
+  });
+  [open, closed] = await Promise.all([
+    startGatewayProcess(env('fail-open')),
+    startGatewayProcess(env('fail-closed')),
+  ]);
+});
+
+afterAll(async () => {
+  await Promise.all([open?.stop(), closed?.stop()]);
+  await stopRedis();
+  await Promise.all([ks?.close(), upstream?.close()]);
+});
+
+async function token() {
+  const jti = randomUUID();
+  const t = await mint({
+    key: ks.keys[0]!,
+    claims: {
+      iss: ks.issuer,
+      aud: AUDIENCE,
+      sub: `s-${randomUUID()}`,
+      email: 'o@example.com',
+      scope: 'mcp:mail',
+      jti,
+    },
+  });
+  return { t, jti };
+}
+
+const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
+const outageWarnings = (gw: GatewayProcess) =>
+  gw.logs().filter((l) => l.msg === 'redis unavailable: serving from memory until it is back');
+
+describe('Redis stopped and restarted mid-test', () => {
+  it('keeps answering from memory, warns once, and recovers by itself', async () => {
+    const warm = await token();
+    const revoked = await token();
+    for (const gw of [open, closed]) expect((await post(gw, warm.t)).status).toBe(200);
+    await revoke(revoked.jti);
+    for (const gw of [open, closed]) {
+      await expect.poll(async () => errorOf(await post(gw, revoked.t)).reason).toBe('token_revoked');
+    }
+
+    await stopRedis();
+    // fail-closed notices at once (the connection closes) and refuses what it cannot vouch for …
+    await expect.poll(async () => (await post(closed, warm.t)).status).toBe(503);
+    const r = await post(closed, warm.t);
+    expect(errorOf(r)).toMatchObject({ code: 'REVOCATION_UNAVAILABLE', reason: 'revocation_state_unknown' });
+    // … while fail-open keeps serving: a cached token, a fresh one (the key set is in memory), and the
+    // revocation it learned before the outage still holds on both.
+    expect((await post(open, warm.t)).status).toBe(200);
+    expect((await post(open, (await token()).t)).status).toBe(200);
+    for (const gw of [open, closed]) expect(errorOf(await post(gw, revoked.t)).reason).toBe('token_revoked');
+
+    // ioredis retries every ≤ 1 s; however many attempts fail, the outage is logged once.
+    await new Promise((res) => setTimeout(res, 1500));
+    for (const gw of [open, closed]) expect(outageWarnings(gw)).toHaveLength(1);
+
+    await startRedis();
+    await expect.poll(async () => (await post(closed, warm.t)).status, { timeout: 10_000 }).toBe(200);
+    await expect
+      .poll(() => open.logs().some((l) => l.msg === 'redis reachable again'), { timeout: 10_000 })
+      .toBe(true);
+    // The subscription is back: a revocation published after the restart reaches both.
+    await expect
+      .poll(() => open.logs().filter((l) => l.msg === 'revocation mirror in sync with redis').length)
+      .toBe(2);
+    await revoke(warm.jti);
+    for (const gw of [open, closed]) {
+      await expect.poll(async () => errorOf(await post(gw, warm.t)).reason).toBe('token_revoked');
+    }
+    for (const gw of [open, closed]) {
+      expect(outageWarnings(gw)).toHaveLength(1);
+      expect(gw.logs().filter((l) => (l.level as number) >= 50)).toEqual([]);
+    }
+  });
+});

@@ -1,0 +1,147 @@
+// Revocation through Redis, as the IdP and `platform admin` publish it: observed by two gateway processes
+// within the contract's 100 ms, enforced on cached tokens, and already-present denylist entries picked up at
+// start-up. Unique subjects and jtis keep this file apart from others sharing the channel.
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { denyJtiKey, jwksKey, RedisRevocationPublisher } from '../../lib/revocation.ts';
+import {
+  call,
+  errorOf,
+  type GatewayProcess,
+  type KeyServer,
+  mint,
+  startGatewayProcess,
+  startKeyServer,
+  startUpstream,
+  type Upstream,
+} from './helpers.ts';
+
+const AUDIENCE = 'https://platform.test/api';
+/** CONTRACT.md § Gateway: a revocation takes effect on every replica within 100 ms of publication. */
+const PROPAGATION_BOUND_MS = 100;
+
+let redis: Redis;
+let publisher: RedisRevocationPublisher;
+let ks: KeyServer;
+let upstream: Upstream;
+let gateways: GatewayProcess[] = [];
+const extra: GatewayProcess[] = [];
+
+const env = () => ({
+  PUBLIC_BASE_URL: 'https://mcp.example.test',
+  GATEWAY_SERVICES: 'mail',
+  MAIL_MCP_UPSTREAM: upstream.url,
+  PLATFORM_ISSUER: ks.issuer,
+  PLATFORM_JWKS_URL: ks.jwksUrl,
+  PLATFORM_AUDIENCE: AUDIENCE,
+  REDIS_URL: inject('redisUrl'),
+});
+
+beforeAll(async () => {
+  redis = new Redis(inject('redisUrl'));
+  publisher = new RedisRevocationPublisher(redis);
+  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  await redis.del(jwksKey(ks.issuer));
+  gateways = await Promise.all([startGatewayProcess(env()), startGatewayProcess(env())]);
+});
+
+afterAll(async () => {
+  await Promise.all([...gateways, ...extra].map((g) => g.stop()));
+  await Promise.all([ks?.close(), upstream?.close()]);
+  await redis?.quit();
+});
+
+async function token(claims: Record<string, unknown> = {}, iat = 0) {
+  const jti = randomUUID();
+  const sub = `revocation-test-${randomUUID()}`;
+  const t = await mint({
+    key: ks.keys[0]!,
+    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email: 'r@example.com', scope: 'mcp:mail', jti, ...claims },
+    iat,
+  });
+  return { t, jti, sub };
+}
+
+const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
+
+/** Milliseconds from `start` until `gw` refuses `t` as revoked (requests back to back). */
+async function msUntilRevoked(
+  gw: GatewayProcess,
+  t: string,
+  start: number,
+  giveUpMs = 2000,
+): Promise<number> {
+  for (;;) {
+    const r = await post(gw, t);
+    if (r.status === 401) {
+      expect(errorOf(r)).toMatchObject({ code: 'INVALID_TOKEN', reason: 'token_revoked' });
+      return performance.now() - start;
+    }
+    expect(r.status).toBe(200);
+    if (performance.now() - start > giveUpMs) return Number.POSITIVE_INFINITY;
+  }
+}
+
+describe('propagation to every replica', () => {
+  it('a jti revoked through Redis is refused by both gateways within 100 ms (the token was cached)', async () => {
+    const { t, jti } = await token();
+    // Both gateways have verified (and cached) the token.
+    for (const gw of gateways) expect((await post(gw, t)).status).toBe(200);
+    const start = performance.now();
+    const publishing = publisher.denyJti(jti, Math.floor(Date.now() / 1000) + 3600);
+    const elapsed = await Promise.all(gateways.map((gw) => msUntilRevoked(gw, t, start)));
+    await publishing;
+    for (const ms of elapsed) expect(ms).toBeLessThan(PROPAGATION_BOUND_MS);
+  });
+
+  it('a subject cut-off revokes tokens issued at or before it, on both gateways within 100 ms', async () => {
+    const { t, sub } = await token({}, -10);
+    for (const gw of gateways) expect((await post(gw, t)).status).toBe(200);
+    const cutoff = Math.floor(Date.now() / 1000);
+    const start = performance.now();
+    const publishing = publisher.denySubject(sub, cutoff);
+    const elapsed = await Promise.all(gateways.map((gw) => msUntilRevoked(gw, t, start)));
+    await publishing;
+    for (const ms of elapsed) expect(ms).toBeLessThan(PROPAGATION_BOUND_MS);
+    // A token issued after the cut-off (the user signed in again) is accepted.
+    const later = await mint({
+      key: ks.keys[0]!,
+      claims: {
+        iss: ks.issuer,
+        aud: AUDIENCE,
+        sub,
+        email: 'r@example.com',
+        scope: 'mcp:mail',
+        iat: cutoff + 1,
+      },
+    });
+    for (const gw of gateways) expect((await post(gw, later)).status).toBe(200);
+  });
+
+  it("revocation of one token leaves the same subject's other tokens alone", async () => {
+    const a = await token();
+    const b = await mint({
+      key: ks.keys[0]!,
+      claims: { iss: ks.issuer, aud: AUDIENCE, sub: a.sub, email: 'r@example.com', scope: 'mcp:mail' },
+    });
+    await publisher.denyJti(a.jti, Math.floor(Date.now() / 1000) + 3600);
+    await expect.poll(async () => (await post(gateways[0]!, a.t)).status).toBe(401);
+    expect((await post(gateways[0]!, b)).status).toBe(200);
+  });
+});
+
+describe('start-up', () => {
+  it('enforces denylist entries written before the gateway started (copied from Redis, not the channel)', async () => {
+    const { t, jti } = await token();
+    const sub = await token({}, -10);
+    // Written without publishing: only the start-up copy of the denylist can know about these.
+    await redis.set(denyJtiKey(jti), '1', 'EX', 600);
+    await redis.set(`platform:deny:sub:${sub.sub}`, String(Math.floor(Date.now() / 1000)), 'EX', 600);
+    const gw = await startGatewayProcess(env());
+    extra.push(gw);
+    expect(errorOf(await post(gw, t)).reason).toBe('token_revoked');
+    expect(errorOf(await post(gw, sub.t)).reason).toBe('token_revoked');
+    expect((await post(gw, (await token()).t)).status).toBe(200);
+  });
+});
