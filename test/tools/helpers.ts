@@ -9,7 +9,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { Identity } from '../../lib/identity.ts';
 import { signIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
-import { loadToolConfig } from '../../tools/config.ts';
+import { loadToolConfig, type ToolServerConfig } from '../../tools/config.ts';
 import { type RunningToolServer, startToolServer } from '../../tools/server.ts';
 
 export const IDENTITY_SECRET = 'tools-test-identity-secret-0123456789';
@@ -87,6 +87,7 @@ export interface InProcessServer extends RunningToolServer {
 export async function startInProcess(
   name: string,
   env: Record<string, string | undefined>,
+  overrides: Partial<ToolServerConfig> = {},
 ): Promise<InProcessServer> {
   const lines: string[] = [];
   const destination = new Writable({
@@ -95,12 +96,13 @@ export async function startInProcess(
       cb();
     },
   });
-  const config = loadToolConfig(name, {
+  const loaded = loadToolConfig(name, {
     GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
     [`${name.toUpperCase()}_MCP_PORT`]: '0',
     LOG_LEVEL: 'debug',
     ...env,
   });
+  const config = { ...loaded, ...overrides };
   const log = createLogger({ name: `tool-${name}`, level: config.logLevel, destination });
   const server = await startToolServer(config.service, config, { log, host: '127.0.0.1' });
   return {

@@ -267,3 +267,43 @@ describe('database down', () => {
     }
   });
 });
+
+describe('lifecycle', () => {
+  it('closes MCP sessions that stay idle past the limit', async () => {
+    const short = await startInProcess('platform', { DATABASE_URL: db.url }, { sessionIdleMs: 100 });
+    const mcp = await connectMcp(short.mcpUrl, identityFor(user));
+    try {
+      expect(toolJson(await mcp.call('whoami')).email).toBe(user.email);
+      await new Promise((r) => setTimeout(r, 400));
+      await expect(mcp.call('whoami')).rejects.toThrow(/Session not found|404/);
+      expect(short.logs().some((l) => l.msg === 'MCP session closed' && l.why === 'idle')).toBe(true);
+    } finally {
+      await mcp.client.close();
+      await short.close();
+    }
+  });
+
+  it('close() releases every database connection of the server', async () => {
+    // A database of its own, so every connection to it with this application name is this server's.
+    const own = await createTestDatabase();
+    try {
+      const ownUser = await seedUser(own.pool);
+      const s = await startInProcess('platform', { DATABASE_URL: own.url });
+      const mcp = await connectMcp(s.mcpUrl, identityFor(ownUser));
+      await mcp.call('whoami');
+      await mcp.close();
+      const connections = async () =>
+        (
+          await own.pool.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'platform-tool-platform'`,
+          )
+        ).rows[0].n as number;
+      expect(await connections()).toBeGreaterThan(0);
+      await s.close();
+      for (let i = 0; i < 50 && (await connections()) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(await connections()).toBe(0);
+    } finally {
+      await own.drop();
+    }
+  });
+});
