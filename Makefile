@@ -15,12 +15,12 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps browser clean
 
 dev: deps
 	node bin/platform.js dev
 
-test: deps
+test: deps browser
 	node node_modules/vitest/vitest.mjs run
 
 lint: deps
@@ -53,6 +53,20 @@ deps: $(NODE_DEP) node_modules/.installed
 node_modules/.installed: package.json package-lock.json | $(NODE_DEP)
 	$(NPM) ci
 	@touch $@
+
+# Browser tests drive Debian's Chromium through playwright-core (no browser download). Installed here when
+# missing and apt-get is usable as root; otherwise the line below says what to install.
+CHROMIUM_PATH ?= /usr/bin/chromium
+browser:
+	@if [ ! -x "$(CHROMIUM_PATH)" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "Installing Debian's chromium for the browser tests"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+	      { echo "Could not install chromium: install Debian's chromium package (or set CHROMIUM_PATH)"; exit 1; }; \
+	  else \
+	    echo "Chromium not found at $(CHROMIUM_PATH): install Debian's chromium package (or set CHROMIUM_PATH)"; exit 1; \
+	  fi; \
+	fi
 
 clean:
 	rm -rf node_modules .tools .data

@@ -8,7 +8,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fakeObjectId } from '../../cli/dev/sign-in.ts';
 import { freePort, type RunningProcess, startPlatform } from '../helpers/processes.ts';
-import { AUTHORIZE_URL, hasChromium, launchChromium, runPlatform, tempConfigHome } from './support.ts';
+import { AUTHORIZE_URL, launchChromium, runPlatform, tempConfigHome } from './support.ts';
 
 let dataDir: string;
 let browser: Browser;
@@ -56,7 +56,7 @@ async function kids(): Promise<string[]> {
   return jwks.keys.map((k) => k.kid);
 }
 
-describe.skipIf(!hasChromium)('platform dev', () => {
+describe('platform dev', () => {
   let firstKids: string[];
   const email = 'dana.dev@example.com';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort, type IdpProcess, startIdpProcess, startPlatform } from '../helpers/processes.ts';
-import { AUTHORIZE_URL, hasChromium, launchChromium, runPlatform, tempConfigHome } from './support.ts';
+import { AUTHORIZE_URL, launchChromium, runPlatform, tempConfigHome } from './support.ts';
 
 let db: TestDatabase;
 let idp: IdpProcess;
@@ -49,7 +49,7 @@ async function startLogin(extraEnv: Record<string, string> = {}) {
   return { p, url };
 }
 
-describe.skipIf(!hasChromium)('platform login, token, logout against platform idp', () => {
+describe('platform login, token, logout against platform idp', () => {
   it('signs in through the browser, stores 0600 credentials, refreshes on expiry, revokes on logout', async () => {
     const { p, url } = await startLogin();
     expect(url.searchParams.get('client_id')).toBe('platform-cli');
