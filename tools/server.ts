@@ -10,7 +10,7 @@ import { createHostGuard } from './kit/host-guard.ts';
 import { probeDatabase } from './kit/probe.ts';
 import { createProvisioningCheck } from './kit/provisioning.ts';
 import type { ToolService } from './kit/service.ts';
-import { createSessionManager } from './kit/sessions.ts';
+import { createSessionManager, type SessionManager } from './kit/sessions.ts';
 import { registerTools } from './kit/tool.ts';
 import { mailService } from './mail/server.ts';
 import { platformService } from './platform/server.ts';
@@ -49,6 +49,7 @@ export async function startToolServer(
   const { log } = deps;
   const pool = createPool(config.databaseUrl, log, { max: 10, applicationName: `platform-tool-${name}` });
   let stopService: (() => Promise<void>) | undefined;
+  let openedSessions: SessionManager | undefined;
   try {
     await probeDatabase(pool, [config.usersTable, ...service.tables]);
     log.info('DB reachable, schema accessible');
@@ -67,6 +68,7 @@ export async function startToolServer(
         return server;
       },
     });
+    openedSessions = sessions;
     log.info({ tools: started.tools.map((t) => t.name) }, 'MCP session manager started');
 
     const handler = createToolHandler(
@@ -106,6 +108,7 @@ export async function startToolServer(
       },
     };
   } catch (err) {
+    await openedSessions?.close().catch(() => {});
     await stopService?.().catch(() => {});
     await pool.end().catch(() => {});
     throw err;
