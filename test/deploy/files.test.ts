@@ -1,0 +1,360 @@
+// The deployment files cannot run here (no Docker engine, no tunnel, no Azure), so what the spec fixes in them
+// is checked by reading them: the image's health check (and its command, run for real), the proxy's retry
+// settings and flat routing, the tunnel's path rules, and compose's wiring, fed through the components' own
+// config loaders with env.example's values.
+import { execFile, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { renderTunnelConfig } from '../../deploy/cloudflared/tunnel-config.ts';
+import { loadGatewayConfig } from '../../gateway/config.ts';
+import { loadIdpConfig } from '../../idp/config.ts';
+import { databaseUrl } from '../../lib/config.ts';
+import { loadToolConfig } from '../../tools/config.ts';
+import { freePort } from '../helpers/processes.ts';
+import { DEPLOY_DIR, deployFile, REPO_DIR } from './support.ts';
+
+const SERVICES = ['platform', 'mail', 'deals'];
+
+/** Dockerfile instructions with their continuation lines joined. */
+function instructions(dockerfile: string): string[] {
+  return dockerfile
+    .replace(/\\\n/g, ' ')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+}
+
+describe('deploy/Dockerfile', () => {
+  const lines = instructions(deployFile('Dockerfile'));
+  const healthcheck = lines.filter((l) => l.startsWith('HEALTHCHECK'));
+
+  it('has the spec health check: GET 127.0.0.1:3000/health, 30 s / 5 s / 3 retries / 10 s start', () => {
+    expect(healthcheck).toHaveLength(1);
+    const [options, cmd] = healthcheck[0]!.split(/\s+CMD\s+/);
+    expect(options!.split(/\s+/).slice(1).sort()).toEqual(
+      ['--interval=30s', '--retries=3', '--start-period=10s', '--timeout=5s'].sort(),
+    );
+    expect(cmd).toContain("'http://127.0.0.1:3000/health'");
+  });
+
+  describe('its health-check command, run against a local server', () => {
+    const servers: Server[] = [];
+    afterAll(() => {
+      for (const s of servers) s.close();
+    });
+    const exec = (JSON.parse(healthcheck[0]!.split(/\s+CMD\s+/)[1]!) as string[]).slice(1);
+    async function exitCode(status: number | 'closed' | 'hang'): Promise<number | null> {
+      const port = await freePort();
+      if (status !== 'closed') {
+        const s = createServer((_req, res) => {
+          if (status !== 'hang') res.writeHead(status).end();
+        });
+        servers.push(s);
+        await new Promise<void>((r) => s.listen(port, '127.0.0.1', r));
+      }
+      // The same node -e program, pointed at this test's port instead of 3000.
+      const args = exec.map((a) => a.replace('127.0.0.1:3000', `127.0.0.1:${port}`));
+      // Asynchronously: a synchronous spawn would block this process, and with it the server being asked.
+      return new Promise((resolve) => {
+        execFile(process.execPath, args, { timeout: 10_000 }, (err) =>
+          resolve(err ? ((err as { code?: number }).code ?? null) : 0),
+        );
+      });
+    }
+    it('exits 0 on 200, 1 on 503, a refused connection or no answer within its own 4 s', async () => {
+      expect(exec[0]).toBe('-e');
+      expect(await exitCode(200)).toBe(0);
+      expect(await exitCode(503)).toBe(1);
+      expect(await exitCode('closed')).toBe(1);
+      expect(await exitCode('hang')).toBe(1);
+    }, 20_000);
+  });
+
+  it('installs production dependencies only, runs as a non-root user, enters through `platform`', () => {
+    expect(lines.filter((l) => l.startsWith('FROM')).every((l) => /^FROM node:24[-.\w]*slim\b/.test(l))).toBe(
+      true,
+    );
+    expect(lines.some((l) => l.startsWith('RUN npm ci --omit=dev'))).toBe(true);
+    const user = lines.filter((l) => l.startsWith('USER')).at(-1);
+    expect(user).toMatch(/^USER (?!root|0\b)\w+/);
+    expect(lines.filter((l) => l.startsWith('ENTRYPOINT'))).toEqual(['ENTRYPOINT ["platform"]']);
+  });
+
+  it('copies only paths that exist, each let through by Dockerfile.dockerignore', () => {
+    const allowed = deployFile('Dockerfile.dockerignore')
+      .split('\n')
+      .filter((l) => l.startsWith('!'))
+      .map((l) => l.slice(1).replace(/\/$/, ''));
+    const sources = lines
+      .filter((l) => l.startsWith('COPY') && !l.includes('--from='))
+      .flatMap((l) => l.split(/\s+/).slice(1, -1));
+    expect(sources.length).toBeGreaterThan(5);
+    for (const src of sources) {
+      expect(existsSync(join(REPO_DIR, src)), src).toBe(true);
+      expect(allowed, src).toContain(src.replace(/\/$/, ''));
+    }
+  });
+});
+
+describe('deploy/Caddyfile', () => {
+  const caddyfile = deployFile('Caddyfile');
+  const code = caddyfile
+    .split('\n')
+    .map((l) => l.replace(/#.*/, '').trim())
+    .filter(Boolean)
+    .join('\n');
+
+  it('retries each backend for 5 s every 250 ms, allows gzip, and strips no prefix', () => {
+    // Each reverse_proxy line opens a block that ends at the next line holding only `}`.
+    const lines = code.split('\n');
+    const proxies = lines.flatMap((l, i) =>
+      l.startsWith('reverse_proxy') && l.endsWith('{')
+        ? [lines.slice(i, lines.indexOf('}', i) + 1).join('\n')]
+        : [],
+    );
+    expect(proxies).toHaveLength(2);
+    for (const p of proxies) {
+      expect(p).toContain('lb_try_duration 5s');
+      expect(p).toContain('lb_try_interval 250ms');
+    }
+    expect(code).toMatch(/^encode gzip$/m);
+    // Nested path handlers and prefix stripping are what the spec forbids.
+    expect(code).not.toMatch(/\b(handle_path|handle|route|uri|rewrite|strip_prefix)\b/);
+    expect(code).toContain('{$GATEWAY_UPSTREAM:gateway:3000}');
+    expect(code).toContain('{$IDP_UPSTREAM:idp:3000}');
+  });
+
+  it.skipIf(spawnSync('caddy', ['version']).status !== 0)(
+    'adapts to flat routes with those settings (caddy adapt)',
+    () => {
+      const r = spawnSync('caddy', [
+        'adapt',
+        '--config',
+        join(DEPLOY_DIR, 'Caddyfile'),
+        '--adapter',
+        'caddyfile',
+      ]);
+      expect(r.status, r.stderr.toString()).toBe(0);
+      const json = JSON.parse(r.stdout.toString()) as {
+        apps: {
+          http: {
+            servers: Record<
+              string,
+              { listen: string[]; routes: Array<{ handle: Array<Record<string, unknown>> }> }
+            >;
+          };
+        };
+      };
+      const [server] = Object.values(json.apps.http.servers);
+      expect(server!.listen).toEqual([':80']);
+      const handlers = server!.routes.flatMap((r) => r.handle);
+      expect(handlers.map((h) => h.handler)).toEqual(['encode', 'reverse_proxy', 'reverse_proxy']);
+      for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
+        expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+      }
+    },
+  );
+});
+
+describe('deploy/cloudflared/config.yml', () => {
+  const text = deployFile('cloudflared/config.yml');
+  const config = parse(text) as {
+    tunnel: string;
+    'credentials-file': string;
+    ingress: Array<Record<string, string>>;
+  };
+  const host = 'app.example.com';
+
+  it('is what render-config.ts renders for the example host', () => {
+    expect(text).toBe(
+      renderTunnelConfig({
+        host,
+        tunnelId: config.tunnel,
+        services: SERVICES,
+        proxyUrl: 'http://proxy:80',
+      }),
+    );
+  });
+
+  it('lists the host and, per service, the two path rules of check #10, ending in a 404 catch-all', () => {
+    const rules = config.ingress;
+    const routed = (path: string) =>
+      rules.find((r) => r.hostname !== undefined && new RegExp(r.path ?? '').test(path));
+    for (const s of SERVICES) {
+      for (const path of [`/${s}/mcp`, `/${s}/.well-known/oauth-protected-resource`, `/${s}/health`]) {
+        expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+      }
+      expect(rules.filter((r) => r.path === `^/${s}/mcp$`)).toHaveLength(1);
+      expect(rules.filter((r) => r.path === `^/${s}/\\.well-known/oauth-protected-resource$`)).toHaveLength(
+        1,
+      );
+      // Anchored: near misses do not open anything.
+      for (const path of [
+        `/${s}/mcp/x`,
+        `/${s}x/mcp`,
+        `/x/${s}/mcp`,
+        `/${s}/.well-known/oauth-protected-resourcex`,
+      ]) {
+        expect(routed(path), path).toBeUndefined();
+      }
+    }
+    expect(routed('/.well-known/openid-configuration')).toBeDefined();
+    expect(routed('/oauth/token')).toBeDefined();
+    expect(rules.at(-1)).toEqual({ service: 'http_status:404' });
+    expect(rules.slice(0, -1).every((r) => r.hostname === host)).toBe(true);
+    expect(config['credentials-file']).toBe('/etc/cloudflared/credentials.json');
+  });
+});
+
+/** `KEY=value` lines of an env file (compose's .env syntax as env.example uses it: no quotes). */
+function envFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line.trim());
+    if (m) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+
+/** Compose interpolation of `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`. */
+function interpolate(value: string, vars: Record<string, string>, used: Set<string>): string {
+  return value.replace(
+    /\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}/g,
+    (_m, name: string, op?: string, arg?: string) => {
+      used.add(name);
+      const v = vars[name];
+      if (op === ':-') return v === undefined || v === '' ? (arg ?? '') : v;
+      if (op === '-') return v === undefined ? (arg ?? '') : v;
+      if (op === ':?') {
+        if (v === undefined || v === '') throw new Error(`compose would stop: ${name}: ${arg}`);
+        return v;
+      }
+      return v ?? '';
+    },
+  );
+}
+
+describe('deploy/compose.yaml', () => {
+  type Service = {
+    image?: string;
+    command?: string[];
+    environment?: Record<string, string>;
+    healthcheck?: Record<string, unknown>;
+    depends_on?: Record<string, { condition: string; required?: boolean }>;
+    networks?: Record<string, { aliases?: string[] } | null> | string[];
+    restart?: string;
+    volumes?: string[];
+    profiles?: string[];
+  };
+  const compose = parse(deployFile('compose.yaml'), { merge: true }) as { services: Record<string, Service> };
+  const services = compose.services;
+  const example = envFile(deployFile('env.example'));
+  const used = new Set<string>();
+  const envOf = (name: string): Record<string, string> =>
+    Object.fromEntries(
+      Object.entries(services[name]!.environment ?? {}).map(([k, v]) => [
+        k,
+        interpolate(String(v), example, used),
+      ]),
+    );
+
+  it('has the whole stack', () => {
+    expect(Object.keys(services).sort()).toEqual(
+      [
+        'postgres',
+        'redis',
+        'migrate',
+        'idp',
+        'gateway',
+        'tool-platform',
+        'tool-mail',
+        'tool-deals',
+        'proxy',
+        'tunnel',
+      ].sort(),
+    );
+  });
+
+  it('runs every server on port 3000 so the image health check fits, and does not override it', () => {
+    const port: Record<string, string> = {
+      idp: 'IDP_PORT',
+      gateway: 'GATEWAY_PORT',
+      'tool-platform': 'PLATFORM_MCP_PORT',
+      'tool-mail': 'MAIL_MCP_PORT',
+      'tool-deals': 'DEALS_MCP_PORT',
+    };
+    for (const [name, variable] of Object.entries(port)) {
+      expect(services[name]!.environment?.[variable], name).toBe('3000');
+      expect(services[name]!.healthcheck, name).toBeUndefined();
+    }
+    for (const name of ['postgres', 'redis', 'proxy', 'tunnel']) {
+      expect(services[name]!.healthcheck?.test, name).toBeDefined();
+    }
+  });
+
+  it('gives each tool server its network alias, which the gateway names as upstream on port 3000', () => {
+    const gateway = services.gateway!.environment!;
+    expect(gateway.GATEWAY_SERVICES).toBe(SERVICES.join(','));
+    for (const s of SERVICES) {
+      const tool = services[`tool-${s}`]!;
+      expect(tool.command).toEqual(['tool', s]);
+      expect((tool.networks as Record<string, { aliases: string[] }>).backend!.aliases).toContain(s);
+      expect(gateway[`${s.toUpperCase()}_MCP_UPSTREAM`]).toBe(`http://${s}:3000`);
+    }
+    expect((services.proxy!.networks as Record<string, { aliases?: string[] }>).edge!.aliases).toContain(
+      'proxy',
+    );
+    expect(Object.keys(services.tunnel!.networks as Record<string, unknown>)).toEqual(['edge']);
+  });
+
+  it('migrates once before the servers start, and keeps the signing key to the IdP', () => {
+    const migrate = services.migrate!;
+    expect(migrate.command).toEqual(['migrate']);
+    expect(migrate.restart).toBe('no');
+    expect(migrate.healthcheck).toEqual({ disable: true });
+    for (const name of ['idp', 'tool-platform', 'tool-mail', 'tool-deals']) {
+      expect(services[name]!.depends_on?.migrate?.condition, name).toBe('service_completed_successfully');
+    }
+    expect(migrate.depends_on?.postgres).toEqual({ condition: 'service_healthy', required: false });
+    expect(services.postgres!.profiles).toEqual(['bundled-postgres']);
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'idp')
+        expect(Object.keys(s.environment ?? {}), name).not.toContain('PLATFORM_OIDC_PRIVATE_KEY');
+    }
+  });
+
+  it('mounts the proxy and tunnel files that exist here', () => {
+    const mounts = [...(services.proxy!.volumes ?? []), ...(services.tunnel!.volumes ?? [])]
+      .map((v) => v.split(':')[0]!)
+      .filter((p) => p.startsWith('./'));
+    expect(mounts).toEqual(['./Caddyfile', './cloudflared/config.yml', './cloudflared/credentials.json']);
+    expect(existsSync(join(DEPLOY_DIR, 'Caddyfile'))).toBe(true);
+    expect(existsSync(join(DEPLOY_DIR, 'cloudflared/config.yml'))).toBe(true);
+  });
+
+  it("hands each component an environment its own config loader accepts (env.example's values)", () => {
+    expect(() => databaseUrl(envOf('migrate'))).not.toThrow();
+    const idp = loadIdpConfig(envOf('idp'));
+    expect(idp.port).toBe(3000);
+    expect(idp.issuer).toBe(example.PLATFORM_OIDC_ISSUER);
+    const gateway = loadGatewayConfig(envOf('gateway'));
+    expect(gateway.port).toBe(3000);
+    expect(gateway.services.map((s) => s.appIdUri)).toEqual(
+      SERVICES.map((s) => `${example.PUBLIC_BASE_URL}/${s}/mcp`),
+    );
+    expect(gateway.platform).toMatchObject({ issuer: idp.issuer, audience: idp.audience });
+    for (const s of SERVICES) expect(loadToolConfig(s, envOf(`tool-${s}`)).port).toBe(3000);
+  });
+
+  it('documents in env.example every variable it reads, and reads every one env.example sets', () => {
+    for (const s of Object.values(services)) {
+      for (const v of [s.image ?? '', ...Object.values(s.environment ?? {})])
+        interpolate(String(v), example, used);
+    }
+    const documented = Object.keys(example).filter((k) => k !== 'COMPOSE_PROFILES');
+    expect([...used].sort()).toEqual(documented.sort());
+  });
+});

@@ -1,0 +1,54 @@
+// Shared by the deploy tests: run `platform doctor` as a real process and read its rows back; the deployment
+// files' locations.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { type Finished, runPlatform } from '../cli/support.ts';
+
+export const DEPLOY_DIR = fileURLToPath(new URL('../../deploy/', import.meta.url));
+export const REPO_DIR = fileURLToPath(new URL('../../', import.meta.url));
+
+export function deployFile(name: string): string {
+  return readFileSync(`${DEPLOY_DIR}${name}`, 'utf8');
+}
+
+export interface Row {
+  verdict: string;
+  ref: string;
+  subject: string;
+  name: string;
+  detail: string;
+}
+
+export interface DoctorRun extends Finished {
+  rows: Row[];
+  ms: number;
+}
+
+/** `platform doctor <args>` with exactly `env`; rows parsed from its aligned columns (two or more spaces). */
+export async function runDoctor(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+): Promise<DoctorRun> {
+  const started = Date.now();
+  const r = await runPlatform(['doctor', ...args], env, 30_000);
+  const rows = r.stdout
+    .split('\n')
+    .filter((l) => /^(PASS|FAIL|SKIP) {2}/.test(l))
+    .map((l) => {
+      const [verdict, ref, subject, name, ...detail] = l.split(/ {2,}/);
+      return { verdict: verdict!, ref: ref!, subject: subject!, name: name!, detail: detail.join('  ') };
+    });
+  return { ...r, rows, ms: Date.now() - started };
+}
+
+/** The one row for a service and spec reference (or name, for the supplementary "-" rows). */
+export function row(rows: Row[], subject: string, refOrName: string): Row {
+  const found = rows.filter(
+    (r) => r.subject === subject && (r.ref === refOrName || r.name.startsWith(refOrName)),
+  );
+  if (found.length !== 1)
+    throw new Error(
+      `expected one row ${subject} ${refOrName}, found ${found.length}:\n${JSON.stringify(rows, null, 1)}`,
+    );
+  return found[0]!;
+}
