@@ -18,6 +18,7 @@ CONSENT_RETRY_SECONDS="${CONSENT_RETRY_SECONDS:-10}"
 CONSENT_ATTEMPTS=6
 
 usage() {
+  printf 'usage:\n' >&2
   sed -n '7,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }

@@ -11,6 +11,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 GRAPH_APP_ID=00000003-0000-0000-c000-000000000000
 
 usage() {
+  printf 'usage:\n' >&2
   sed -n '6,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
