@@ -16,9 +16,9 @@ const BY_HAND = 'checks #1, #6-#13 and #15-#21 are not visible from outside: see
 export async function doctor(flags: DoctorFlags): Promise<number> {
   const config = loadDoctorConfig(processEnv(), flags);
   const prober = createProber({ timeoutMs: config.timeoutMs });
+  process.stdout.write(`platform doctor: ${config.baseUrl} (services: ${config.services.join(', ')})\n`);
   try {
     const rows = await runChecks(config, prober.probe);
-    process.stdout.write(`platform doctor: ${config.baseUrl} (services: ${config.services.join(', ')})\n`);
     process.stdout.write(`${formatRows(rows)}\n${formatSummary(rows)}; ${BY_HAND}\n`);
     return anyFailed(rows) ? 1 : 0;
   } finally {

@@ -57,7 +57,10 @@ async function startCaddy(env: Record<string, string>, home: string, port?: numb
       s.on('error', () => resolve(false));
     });
     if (up) break;
-    if (Date.now() > until) throw new Error(`caddy did not listen: ${output}`);
+    if (Date.now() > until) {
+      child.kill('SIGKILL');
+      throw new Error(`caddy did not listen: ${output}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   return {
