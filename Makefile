@@ -15,12 +15,12 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps browser clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools clean
 
 dev: deps
 	node bin/platform.js dev
 
-test: deps browser
+test: deps test-tools
 	node node_modules/vitest/vitest.mjs run
 
 lint: deps
@@ -54,17 +54,19 @@ node_modules/.installed: package.json package-lock.json | $(NODE_DEP)
 	$(NPM) ci
 	@touch $@
 
-# Browser tests drive Debian's Chromium through playwright-core (no browser download). Installed here when
-# missing and apt-get is usable as root; otherwise the line below says what to install.
-CHROMIUM_PATH ?= /usr/bin/chromium
-browser:
-	@if [ ! -x "$(CHROMIUM_PATH)" ]; then \
+# Test tools from Debian: Chromium for the browser tests (driven by playwright-core, no browser download) and
+# Caddy for the deploy/Caddyfile test. Installed here when missing and apt-get is usable as root; otherwise
+# one line says what to install.
+TEST_PACKAGES := chromium:/usr/bin/chromium caddy:/usr/bin/caddy
+test-tools:
+	@missing=""; for p in $(TEST_PACKAGES); do [ -x "$${p#*:}" ] || missing="$$missing $${p%%:*}"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "Installing Debian's chromium for the browser tests"; \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
-	      { echo "Could not install chromium: install Debian's chromium package (or set CHROMIUM_PATH)"; exit 1; }; \
+	    echo "Installing Debian packages for the tests:$$missing"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) || \
+	      { echo "Could not install$$missing: install these Debian packages and run make test again"; exit 1; }; \
 	  else \
-	    echo "Chromium not found at $(CHROMIUM_PATH): install Debian's chromium package (or set CHROMIUM_PATH)"; exit 1; \
+	    echo "The tests need these Debian packages:$$missing (apt-get install$$missing)"; exit 1; \
 	  fi; \
 	fi
 

@@ -40,8 +40,9 @@ program
   .command('doctor')
   .description("run the spec's operational acceptance checks that can be run from outside")
   .requiredOption('--base-url <url>', 'public base URL of the deployment')
-  .option('--service <name>', 'only this service')
-  .action(async (opts: { baseUrl: string; service?: string }) => {
+  .option('--service <name>', 'only this service (or a comma-separated list)')
+  .option('--token <token>', 'a platform access token, to also check tools/list (default: PLATFORM_TOKEN)')
+  .action(async (opts: { baseUrl: string; service?: string; token?: string }) => {
     const code = await (await import('../deploy/doctor.ts')).doctor(opts);
     process.exitCode = code;
   });

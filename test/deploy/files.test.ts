@@ -127,36 +127,36 @@ describe('deploy/Caddyfile', () => {
     expect(code).toContain('{$IDP_UPSTREAM:idp:3000}');
   });
 
-  it.skipIf(spawnSync('caddy', ['version']).status !== 0)(
-    'adapts to flat routes with those settings (caddy adapt)',
-    () => {
-      const r = spawnSync('caddy', [
-        'adapt',
-        '--config',
-        join(DEPLOY_DIR, 'Caddyfile'),
-        '--adapter',
-        'caddyfile',
-      ]);
-      expect(r.status, r.stderr.toString()).toBe(0);
-      const json = JSON.parse(r.stdout.toString()) as {
-        apps: {
-          http: {
-            servers: Record<
-              string,
-              { listen: string[]; routes: Array<{ handle: Array<Record<string, unknown>> }> }
-            >;
-          };
+  it('adapts to flat routes with those settings (caddy adapt)', () => {
+    if (spawnSync('caddy', ['version']).status !== 0) {
+      throw new Error(`No caddy binary: install Debian's "caddy" package`);
+    }
+    const r = spawnSync('caddy', [
+      'adapt',
+      '--config',
+      join(DEPLOY_DIR, 'Caddyfile'),
+      '--adapter',
+      'caddyfile',
+    ]);
+    expect(r.status, r.stderr.toString()).toBe(0);
+    const json = JSON.parse(r.stdout.toString()) as {
+      apps: {
+        http: {
+          servers: Record<
+            string,
+            { listen: string[]; routes: Array<{ handle: Array<Record<string, unknown>> }> }
+          >;
         };
       };
-      const [server] = Object.values(json.apps.http.servers);
-      expect(server!.listen).toEqual([':80']);
-      const handlers = server!.routes.flatMap((r) => r.handle);
-      expect(handlers.map((h) => h.handler)).toEqual(['encode', 'reverse_proxy', 'reverse_proxy']);
-      for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
-        expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
-      }
-    },
-  );
+    };
+    const [server] = Object.values(json.apps.http.servers);
+    expect(server!.listen).toEqual([':80']);
+    const handlers = server!.routes.flatMap((r) => r.handle);
+    expect(handlers.map((h) => h.handler)).toEqual(['encode', 'reverse_proxy', 'reverse_proxy']);
+    for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
+      expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+    }
+  });
 });
 
 describe('deploy/cloudflared/config.yml', () => {
