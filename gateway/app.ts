@@ -143,7 +143,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '';
-    const h = scanRequestHeaders(req.rawHeaders, req.socket.remoteAddress);
+    const h = scanRequestHeaders(req.rawHeaders);
     const requestId = h.requestId ?? randomUUID();
     if (debug) accessLog(req, res, requestId);
     let route: Route | undefined;

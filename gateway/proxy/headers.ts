@@ -17,7 +17,9 @@ export interface InboundHeaders {
 
 // Never forwarded. Hop-by-hop headers (RFC 9110 §7.6.1) belong to each connection; `authorization` and
 // `cookie` are credentials the tool server must not see (it trusts the signed identity instead); `x-request-id`
-// and `x-forwarded-for` are rewritten; every `x-platform-*` is dropped below so a client cannot forge identity.
+// is replaced by ours; `x-forwarded-for` from a client is unverifiable (and the gateway adds none: tool servers
+// identify callers by the signed identity, and every header costs on the hot path); every `x-platform-*` is
+// dropped below so a client cannot forge identity.
 const DROP_REQUEST = new Set([
   'connection',
   'keep-alive',
@@ -37,10 +39,7 @@ const DROP_REQUEST = new Set([
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export function scanRequestHeaders(
-  raw: readonly string[],
-  remoteAddress: string | undefined,
-): InboundHeaders {
+export function scanRequestHeaders(raw: readonly string[]): InboundHeaders {
   const out: InboundHeaders = {
     host: undefined,
     authorization: undefined,
@@ -50,7 +49,6 @@ export function scanRequestHeaders(
     chunked: false,
     forward: [],
   };
-  let forwardedFor: string | undefined;
   let connectionTokens: string | undefined;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
@@ -77,21 +75,12 @@ export function scanRequestHeaders(
       case 'transfer-encoding':
         out.chunked = true;
         continue;
-      case 'x-forwarded-for':
-        forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`;
-        continue;
       case 'connection':
         connectionTokens = connectionTokens === undefined ? value : `${connectionTokens},${value}`;
         continue;
     }
     if (DROP_REQUEST.has(name) || name.startsWith('x-platform-')) continue;
     out.forward.push(name, value);
-  }
-  if (remoteAddress !== undefined) {
-    out.forward.push(
-      'x-forwarded-for',
-      forwardedFor === undefined ? remoteAddress : `${forwardedFor}, ${remoteAddress}`,
-    );
   }
   if (connectionTokens !== undefined) dropConnectionListed(out.forward, connectionTokens);
   return out;
