@@ -9,9 +9,9 @@ import type { VerifiedToken } from './auth/verified-token.ts';
 import type { VerifyToken } from './auth/verify-token.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
-import { checkHost, checkOrigin } from './guards.ts';
+import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
-import { forward, type Upstream } from './proxy/forward.ts';
+import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
@@ -28,6 +28,7 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 interface Route {
   service: ServiceConfig;
+  checkHost: (host: string | undefined) => void;
   upstream: Upstream;
   metadata: string;
 }
@@ -52,6 +53,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   for (const service of config.services) {
     routes.set(service.name, {
       service,
+      checkHost: createHostGuard(service),
       upstream: ctx.upstreams.get(service.name)!,
       metadata: protectedResourceMetadata(config, service),
     });
@@ -92,6 +94,14 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
+  const forwarding: ForwardContext = {
+    maxBodyBytes: config.maxBodyBytes,
+    retryMs: config.upstreamRetryMs,
+    log,
+    fail: (req, res, requestId, service, err) =>
+      sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
+  };
+
   function proxy(
     req: IncomingMessage,
     res: ServerResponse,
@@ -99,19 +109,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     requestId: string,
     route: Route,
   ): void {
-    forward({
-      req,
-      res,
-      upstream: route.upstream,
-      headers: h.forward,
-      requestId,
-      contentLength: h.contentLength,
-      chunked: h.chunked,
-      maxBodyBytes: config.maxBodyBytes,
-      retryMs: config.upstreamRetryMs,
-      log,
-      fail: (err) => fail(req, res, requestId, route, err),
-    });
+    forward(forwarding, req, res, route.upstream, h.forward, requestId, h.contentLength, h.chunked);
   }
 
   /** Everything after signature verification, on every request, cached token or not. */
@@ -164,7 +162,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         const rest = path.slice(METADATA_PATH.length + 1);
         route = routes.get(rest.endsWith('/mcp') ? rest.slice(0, -4) : rest);
         if (!route) throw new NotFoundError('no protected resource at this path');
-        checkHost(route.service, h.host);
+        route.checkHost(h.host);
         if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
         sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
         return;
@@ -172,7 +170,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       const end = path.indexOf('/', 1);
       route = routes.get(end < 0 ? path.slice(1) : path.slice(1, end));
       if (!route) throw new NotFoundError();
-      checkHost(route.service, h.host);
+      route.checkHost(h.host);
       if (UNSAFE_PATH.test(path)) {
         throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
       }

@@ -19,12 +19,25 @@ export function hostMatches(patterns: readonly HostPattern[], host: string): boo
   return false;
 }
 
+// A deployment sees a handful of Host values, so each answer is remembered rather than re-parsed on every
+// request; bounded, because the header is the client's to choose.
+const MEMO_LIMIT = 256;
+
 /**
- * DNS-rebinding guard (the MCP transport's allowed hosts): a request whose Host header is not one the service
- * answers for is refused with 421 before anything else happens.
+ * DNS-rebinding guard (the MCP transport's allowed hosts) for one service: a request whose Host header is not
+ * one the service answers for is refused with 421 before anything else happens.
  */
-export function checkHost(service: ServiceConfig, host: string | undefined): void {
-  if (host === undefined || !hostMatches(service.allowedHosts, host)) throw new InvalidHostError();
+export function createHostGuard(service: ServiceConfig): (host: string | undefined) => void {
+  const seen = new Map<string, boolean>();
+  return (host) => {
+    if (host === undefined) throw new InvalidHostError();
+    let ok = seen.get(host);
+    if (ok === undefined) {
+      ok = hostMatches(service.allowedHosts, host);
+      if (seen.size < MEMO_LIMIT) seen.set(host, ok);
+    }
+    if (!ok) throw new InvalidHostError();
+  };
 }
 
 /** A browser request from a page of another origin is refused (403); requests without Origin pass. */

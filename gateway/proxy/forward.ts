@@ -8,7 +8,7 @@ import { responseHeaders } from './headers.ts';
 
 /** One tool server: a keep-alive connection pool and the path its base URL carries. */
 export interface Upstream {
-  service: string;
+  service: ServiceConfig;
   pool: Pool;
   basePath: string;
 }
@@ -23,7 +23,7 @@ export function createUpstream(config: GatewayConfig, service: ServiceConfig): U
     // Tool servers speak HTTP/1.1; no ALPN surprises on an https upstream.
     allowH2: false,
   });
-  return { service: service.name, pool, basePath: service.upstreamBasePath };
+  return { service, pool, basePath: service.upstreamBasePath };
 }
 
 /** Errors that mean "nothing reached the tool server": safe to retry while the request body is untouched. */
@@ -38,50 +38,65 @@ const CONNECT_ERRORS = new Set([
 // resource-server-contract.md § Startup behaviour 4: a 5 s retry window at 250 ms intervals.
 const RETRY_INTERVAL_MS = 250;
 
-export interface ForwardRequest {
-  req: IncomingMessage;
-  res: ServerResponse;
-  upstream: Upstream;
-  headers: string[];
-  requestId: string;
-  /** Declared Content-Length, when given (already checked against the limit). */
-  contentLength: string | undefined;
-  chunked: boolean;
+/** What every forwarded request of one gateway shares (built once, not per request). */
+export interface ForwardContext {
   maxBodyBytes: number;
   retryMs: number;
   log: Logger;
   /** The single place refusals become responses (gateway/respond.ts). */
-  fail: (err: GatewayError) => void;
+  fail: (
+    req: IncomingMessage,
+    res: ServerResponse,
+    requestId: string,
+    service: ServiceConfig,
+    err: GatewayError,
+  ) => void;
+}
+
+const kHandler = Symbol('gateway.proxyHandler');
+type TrackedResponse = ServerResponse & { [kHandler]?: ProxyHandler };
+
+// One shared listener instead of a closure per request: the response points at its handler.
+function onResponseClose(this: TrackedResponse): void {
+  this[kHandler]?.clientClosed();
 }
 
 /**
  * Streams the request to the upstream and the response back (undici's dispatch API with our own handler: no
  * buffering, no promise or AsyncResource per request, backpressure both ways). An SSE response is relayed
  * chunk by chunk as it arrives; the client disconnecting aborts the upstream request.
+ *
+ * `contentLength` is the declared Content-Length (already checked against the limit); `chunked` says the body
+ * comes without one and is counted as it streams.
  */
-export function forward(f: ForwardRequest): void {
-  const hasBody = f.chunked || (f.contentLength !== undefined && f.contentLength !== '0');
-  let body: Readable | AsyncIterable<Buffer> | null = null;
-  const state = { tooLarge: false };
-  if (hasBody) body = f.contentLength !== undefined ? f.req : limitedBody(f.req, f.maxBodyBytes, state);
-  const handler = new ProxyHandler(f, body, state, Date.now());
-  f.res.once('close', () => handler.clientClosed());
+export function forward(
+  ctx: ForwardContext,
+  req: IncomingMessage,
+  res: ServerResponse,
+  upstream: Upstream,
+  headers: string[],
+  requestId: string,
+  contentLength: string | undefined,
+  chunked: boolean,
+): void {
+  const handler = new ProxyHandler(ctx, req, res, upstream, headers, requestId);
+  if (chunked) handler.body = limitedBody(handler);
+  else if (contentLength !== undefined && contentLength !== '0') handler.body = req;
+  (res as TrackedResponse)[kHandler] = handler;
+  res.on('close', onResponseClose);
   handler.dispatch();
 }
 
 /** A chunked body counted as it streams; past the limit the upstream request is aborted and 413 answered. */
-async function* limitedBody(
-  req: IncomingMessage,
-  max: number,
-  state: { tooLarge: boolean },
-): AsyncIterable<Buffer> {
+async function* limitedBody(h: ProxyHandler): AsyncIterable<Buffer> {
+  const max = h.ctx.maxBodyBytes;
   let size = 0;
   // destroyOnReturn false: stopping early must not destroy the request (and with it the client's socket)
   // before the 413 is written.
-  for await (const chunk of req.iterator({ destroyOnReturn: false })) {
+  for await (const chunk of h.req.iterator({ destroyOnReturn: false })) {
     size += (chunk as Buffer).length;
     if (size > max) {
-      state.tooLarge = true;
+      h.tooLarge = true;
       throw new PayloadTooLargeError(max);
     }
     yield chunk as Buffer;
@@ -93,10 +108,16 @@ class ClientClosedError extends Error {
 }
 
 class ProxyHandler implements Dispatcher.DispatchHandler {
-  readonly #f: ForwardRequest;
-  readonly #body: Readable | AsyncIterable<Buffer> | null;
-  readonly #state: { tooLarge: boolean };
-  readonly #startedAt: number;
+  readonly ctx: ForwardContext;
+  readonly req: IncomingMessage;
+  readonly #res: ServerResponse;
+  readonly #upstream: Upstream;
+  readonly #headers: string[];
+  readonly #requestId: string;
+  readonly #startedAt = Date.now();
+  body: Readable | AsyncIterable<Buffer> | null = null;
+  /** Set by limitedBody when a streamed body passes the limit. */
+  tooLarge = false;
   #controller: Dispatcher.DispatchController | null = null;
   #responseStarted = false;
   #finished = false;
@@ -104,25 +125,28 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   #retryTimer: NodeJS.Timeout | undefined;
 
   constructor(
-    f: ForwardRequest,
-    body: Readable | AsyncIterable<Buffer> | null,
-    state: { tooLarge: boolean },
-    startedAt: number,
+    ctx: ForwardContext,
+    req: IncomingMessage,
+    res: ServerResponse,
+    upstream: Upstream,
+    headers: string[],
+    requestId: string,
   ) {
-    this.#f = f;
-    this.#body = body;
-    this.#state = state;
-    this.#startedAt = startedAt;
+    this.ctx = ctx;
+    this.req = req;
+    this.#res = res;
+    this.#upstream = upstream;
+    this.#headers = headers;
+    this.#requestId = requestId;
   }
 
   dispatch(): void {
-    const f = this.#f;
-    f.upstream.pool.dispatch(
+    this.#upstream.pool.dispatch(
       {
-        path: f.upstream.basePath + f.req.url,
-        method: f.req.method as Dispatcher.HttpMethod,
-        headers: f.headers,
-        body: this.#body as Dispatcher.DispatchOptions['body'],
+        path: this.#upstream.basePath + this.req.url,
+        method: this.req.method as Dispatcher.HttpMethod,
+        headers: this.#headers,
+        body: this.body as Dispatcher.DispatchOptions['body'],
       },
       this,
     );
@@ -133,6 +157,10 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     this.#clientGone = true;
     clearTimeout(this.#retryTimer);
     this.#controller?.abort(new ClientClosedError('client closed the connection'));
+  }
+
+  #fail(err: GatewayError): void {
+    this.ctx.fail(this.req, this.#res, this.#requestId, this.#upstream.service, err);
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -148,18 +176,18 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     // 1xx interim responses are not relayed (Node answered the client's Expect: 100-continue itself).
     if (statusCode < 200) return;
     this.#responseStarted = true;
-    const res = this.#f.res;
+    const res = this.#res;
     try {
-      res.writeHead(statusCode, responseHeaders(headers, this.#f.requestId));
+      res.writeHead(statusCode, responseHeaders(headers, this.#requestId));
     } catch (err) {
       // A header Node refuses to send (invalid characters): the response cannot be relayed faithfully.
       this.#responseStarted = false;
       this.#finished = true;
       controller.abort(err as Error);
-      this.#f.fail(
+      this.#fail(
         new UpstreamUnavailableError(
           'upstream_invalid_response',
-          `the ${this.#f.upstream.service} tool server sent an invalid response`,
+          `the ${this.#upstream.service.name} tool server sent an invalid response`,
         ),
       );
       return;
@@ -169,7 +197,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    const res = this.#f.res;
+    const res = this.#res;
     if (!res.write(chunk)) {
       controller.pause();
       res.once('drain', () => controller.resume());
@@ -178,41 +206,39 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#finished = true;
-    this.#f.res.end();
+    this.#res.end();
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
-    const f = this.#f;
     if (this.#finished) return;
+    const { log } = this.ctx;
+    const service = this.#upstream.service.name;
     if (this.#clientGone) {
       this.#finished = true;
-      f.log.debug(
-        { reqId: f.requestId, service: f.upstream.service },
-        'client closed; upstream request aborted',
-      );
+      log.debug({ reqId: this.#requestId, service }, 'client closed; upstream request aborted');
       return;
     }
-    if (this.#responseStarted || f.res.headersSent) {
+    if (this.#responseStarted || this.#res.headersSent) {
       // Mid-response there is no status left to change: cut the connection so the client sees a broken
       // response, never a silently truncated one.
       this.#finished = true;
-      f.log.warn(
-        { reqId: f.requestId, service: f.upstream.service, err: { message: err.message } },
+      log.warn(
+        { reqId: this.#requestId, service, err: { message: err.message } },
         'upstream failed mid-response',
       );
-      f.res.destroy();
+      this.#res.destroy();
       return;
     }
-    if (this.#state.tooLarge) {
+    if (this.tooLarge) {
       this.#finished = true;
-      f.fail(new PayloadTooLargeError(f.maxBodyBytes));
+      this.#fail(new PayloadTooLargeError(this.ctx.maxBodyBytes));
       return;
     }
     const code = (err as { code?: string }).code ?? '';
     if (
       CONNECT_ERRORS.has(code) &&
       this.#bodyUntouched() &&
-      Date.now() + RETRY_INTERVAL_MS - this.#startedAt < f.retryMs
+      Date.now() + RETRY_INTERVAL_MS - this.#startedAt < this.ctx.retryMs
     ) {
       this.#controller = null;
       this.#retryTimer = setTimeout(() => this.dispatch(), RETRY_INTERVAL_MS);
@@ -225,18 +251,18 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
         : CONNECT_ERRORS.has(code)
           ? 'upstream_unreachable'
           : 'upstream_failed';
-    f.fail(
+    this.#fail(
       new UpstreamUnavailableError(
         reason,
-        `the ${f.upstream.service} tool server is unavailable (${code || err.message})`,
+        `the ${service} tool server is unavailable (${code || err.message})`,
       ),
     );
   }
 
   #bodyUntouched(): boolean {
-    const b = this.#body;
+    const b = this.body;
     if (b === null) return true;
     const r = b as IncomingMessage;
-    return r === this.#f.req && !r.readableDidRead && !r.destroyed;
+    return r === this.req && !r.readableDidRead && !r.destroyed;
   }
 }
