@@ -9,7 +9,7 @@ const base = {
   GATEWAY_SERVICES: 'deals,mail-box',
   DEALS_MCP_UPSTREAM: 'http://deals:3000',
   MAIL_BOX_MCP_UPSTREAM: 'http://mail:3000/base/',
-  GATEWAY_IDENTITY_SECRET: 's'.repeat(32),
+  GATEWAY_IDENTITY_SECRET: 's'.repeat(16),
   REDIS_URL: 'redis://127.0.0.1:6379',
 };
 
@@ -102,7 +102,7 @@ describe('bad values stop start-up with the variable named', () => {
     ['REDIS_URL', { REDIS_URL: undefined }, /is required/],
     ['REDIS_URL', { REDIS_URL: 'http://redis' }, /redis:\/\//],
     ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: undefined }, /is required/],
-    ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: 'short' }, /32 bytes/],
+    ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: 'x'.repeat(15) }, /at least 16 characters/],
     ['GATEWAY_PORT', { GATEWAY_PORT: 'eighty' }, /port/],
     ['GATEWAY_REVOCATION_MODE', { GATEWAY_REVOCATION_MODE: 'fail-soft' }, /fail-open, fail-closed/],
     ['GATEWAY_JWKS_COOLDOWN_SECONDS', { GATEWAY_JWKS_COOLDOWN_SECONDS: '-1' }, /number/],
