@@ -11,14 +11,17 @@ import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Pool } from 'undici';
+import { processEnv } from '../cli/config.ts';
 import { MIGRATION_SETS } from '../cli/migrations.ts';
 import { migrate } from '../lib/migrate.ts';
+import { loadIdpBenchConfig } from './config.ts';
 
 const CLIENTS = 20;
 const WARMUP_S = 3;
-const MEASURE_S = Number(process.env.BENCH_SECONDS ?? 10);
-const ADMIN_URL = process.env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
+const config = loadIdpBenchConfig(processEnv());
+const MEASURE_S = config.seconds;
+const ADMIN_URL = config.adminDatabaseUrl;
+const REDIS_URL = config.redisUrl;
 const PORT = 4700 + Math.floor(Math.random() * 200);
 const ISSUER = `http://127.0.0.1:${PORT}`;
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -85,16 +88,15 @@ async function startIdp(databaseUrl: string) {
   const [cmd, args] = pinned(0, process.execPath, [`${root}bin/platform.js`, 'idp']);
   const child = spawn(cmd, args, {
     env: {
-      PATH: process.env.PATH,
+      PATH: config.path,
       IDP_PORT: String(PORT),
       PLATFORM_OIDC_ISSUER: ISSUER,
       PLATFORM_OIDC_PRIVATE_KEY: key,
       PLATFORM_AUDIENCE: 'https://platform.bench/api',
       DATABASE_URL: databaseUrl,
       REDIS_URL,
-      LOG_LEVEL: process.env.BENCH_IDP_LOG_LEVEL ?? 'info',
-      // e.g. BENCH_IDP_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" to see where a grant's time goes
-      ...(process.env.BENCH_IDP_NODE_OPTIONS ? { NODE_OPTIONS: process.env.BENCH_IDP_NODE_OPTIONS } : {}),
+      LOG_LEVEL: config.idpLogLevel,
+      ...(config.idpNodeOptions ? { NODE_OPTIONS: config.idpNodeOptions } : {}),
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
