@@ -47,6 +47,8 @@ async function setupDatabase() {
   const u = new URL(ADMIN_URL);
   u.pathname = `/${name}`;
   const pool = new pg.Pool({ connectionString: u.toString(), max: 4 });
+  // The final DROP … WITH (FORCE) may end a connection the pool is still closing.
+  pool.on('error', () => {});
   await pool.query(await readFile(`${root}idp/authjs/schema.sql`, 'utf8'));
   await migrate(pool, MIGRATION_SETS);
   const sessions: string[] = [];
