@@ -67,18 +67,21 @@ export function createRedisClients(url: string, outage: RedisOutage): RedisClien
     autoResubscribe: false,
     maxRetriesPerRequest: null,
   });
+  // Our own disconnect at shutdown is not an outage.
+  let closing = false;
   for (const [name, conn] of [
     ['cmd', cmd],
     ['sub', sub],
   ] as const) {
-    conn.on('error', (err: Error) => outage.down(name, err));
-    conn.on('close', () => outage.down(name));
+    conn.on('error', (err: Error) => closing || outage.down(name, err));
+    conn.on('close', () => closing || outage.down(name));
     conn.on('ready', () => outage.up(name));
   }
   return {
     cmd,
     sub,
     async close() {
+      closing = true;
       cmd.disconnect();
       sub.disconnect();
     },

@@ -79,6 +79,8 @@ export function forward(
   contentLength: string | undefined,
   chunked: boolean,
 ): void {
+  // The client may have gone while the bearer was being verified (a key-set fetch): nothing to forward then.
+  if (res.destroyed || req.socket?.destroyed !== false) return;
   const handler = new ProxyHandler(ctx, req, res, upstream, headers, requestId);
   if (chunked) handler.body = limitedBody(handler);
   else if (contentLength !== undefined && contentLength !== '0') handler.body = req;
