@@ -82,11 +82,30 @@ export function forward(
   // The client may have gone while the bearer was being verified (a key-set fetch): nothing to forward then.
   if (res.destroyed || req.socket?.destroyed !== false) return;
   const handler = new ProxyHandler(ctx, req, res, upstream, headers, requestId);
-  if (chunked) handler.body = limitedBody(handler);
-  else if (contentLength !== undefined && contentLength !== '0') handler.body = req;
   (res as TrackedResponse)[kHandler] = handler;
   res.on('close', onResponseClose);
+  if (chunked) handler.body = limitedBody(handler);
+  else if (contentLength !== undefined && contentLength !== '0') {
+    // A small body (an MCP JSON-RPC message) is read whole first: undici then writes request line, headers and
+    // body in one write instead of streaming them in several, and a refused connection can be retried.
+    if (Number(contentLength) <= SMALL_BODY_BYTES) return bufferBody(handler);
+    handler.body = req;
+  }
   handler.dispatch();
+}
+
+const SMALL_BODY_BYTES = 64 * 1024;
+
+function bufferBody(h: ProxyHandler): void {
+  const req = h.req;
+  const chunks: Buffer[] = [];
+  req.on('data', (c: Buffer) => chunks.push(c));
+  // A client that resets mid-body: the response's close listener ends the exchange; nothing to dispatch.
+  req.once('error', () => {});
+  req.once('end', () => {
+    h.body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+    h.dispatch();
+  });
 }
 
 /** A chunked body counted as it streams; past the limit the upstream request is aborted and 413 answered. */
@@ -117,7 +136,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   readonly #headers: string[];
   readonly #requestId: string;
   readonly #startedAt = Date.now();
-  body: Readable | AsyncIterable<Buffer> | null = null;
+  body: Buffer | Readable | AsyncIterable<Buffer> | null = null;
   /** Set by limitedBody when a streamed body passes the limit. */
   tooLarge = false;
   #controller: Dispatcher.DispatchController | null = null;
@@ -263,7 +282,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
 
   #bodyUntouched(): boolean {
     const b = this.body;
-    if (b === null) return true;
+    if (b === null || Buffer.isBuffer(b)) return true;
     const r = b as IncomingMessage;
     return r === this.req && !r.readableDidRead && !r.destroyed;
   }
