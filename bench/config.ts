@@ -37,3 +37,37 @@ export function loadIdpBenchConfig(env: Env): IdpBenchConfig {
     path: env.PATH,
   });
 }
+
+/** Settings of the gateway benchmark (make bench-gateway); every one optional. */
+export interface GatewayBenchConfig {
+  /** BENCH_DURATION: seconds of load per target, split over the rounds. */
+  duration: number;
+  /** BENCH_ROUNDS: direct and gateway runs alternate this many times, so drift in the machine's load hits both. */
+  rounds: number;
+  /** BENCH_CONNECTIONS */
+  connections: number;
+  /** REDIS_URL */
+  redisUrl: string;
+  /** BENCH_LOADGEN: `raw` sockets (default) or `autocannon`. */
+  loadgen: 'raw' | 'autocannon';
+  /** BENCH_GATEWAY_NODE_OPTIONS, e.g. --cpu-prof, for the gateway process. */
+  gatewayNodeOptions: string | undefined;
+  /** The environment the benchmark's own child processes (upstream, load generator) inherit. */
+  childEnv: Env;
+}
+
+export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
+  const loadgen = env.BENCH_LOADGEN ?? 'raw';
+  if (loadgen !== 'raw' && loadgen !== 'autocannon') {
+    throw new Error(`BENCH_LOADGEN: must be raw or autocannon, got "${loadgen}"`);
+  }
+  return Object.freeze({
+    duration: positive(env, 'BENCH_DURATION', 12),
+    rounds: Math.round(positive(env, 'BENCH_ROUNDS', 3)),
+    connections: Math.round(positive(env, 'BENCH_CONNECTIONS', 50)),
+    redisUrl: redisUrl(env, 'REDIS_URL') ?? 'redis://127.0.0.1:6379',
+    loadgen,
+    gatewayNodeOptions: env.BENCH_GATEWAY_NODE_OPTIONS || undefined,
+    childEnv: env,
+  });
+}

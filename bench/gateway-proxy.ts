@@ -10,10 +10,12 @@
 //   node bench/gateway-proxy.ts upstream        (internal) the upstream
 //   node bench/gateway-proxy.ts load <json>     (internal) one load-generator run, result as JSON on stdout
 //
-// BENCH_DURATION (seconds, default 10), BENCH_CONNECTIONS (default 50), REDIS_URL (default the local one),
-// BENCH_LOADGEN (`raw`, the default, or `autocannon` — a heavier generator saturates its own core sooner and
-// so caps the direct run lower, which raises the ratio; docs/gateway.md reports both),
-// BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
+// BENCH_DURATION (seconds of load per target, default 12), BENCH_ROUNDS (default 3: direct and gateway runs
+// alternate, so a change in the shared machine's load hits both sides alike), BENCH_CONNECTIONS (default 50),
+// REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon` — a heavier generator
+// saturates its own core sooner and so caps the direct run lower, which raises the ratio; docs/gateway.md
+// reports both), BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
+// All are read by bench/config.ts.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -22,6 +24,10 @@ import { type AddressInfo, connect } from 'node:net';
 import { availableParallelism, cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, SignJWT } from 'jose';
+import { processEnv } from '../cli/config.ts';
+import { loadGatewayBenchConfig } from './config.ts';
+
+const config = loadGatewayBenchConfig(processEnv());
 
 const SELF = fileURLToPath(import.meta.url);
 const PLATFORM_BIN = fileURLToPath(new URL('../bin/platform.js', import.meta.url));
@@ -257,7 +263,7 @@ function hasTaskset(): boolean {
 const PIN = hasTaskset() && availableParallelism() >= 2;
 
 /** Runs `node args…` (pinned to `core` when taskset is available). */
-function spawnNode(core: number, args: string[], env: NodeJS.ProcessEnv = process.env): ChildProcess {
+function spawnNode(core: number, args: string[], env: NodeJS.ProcessEnv = config.childEnv): ChildProcess {
   const [cmd, argv] = PIN
     ? ['taskset', ['-c', String(core), process.execPath, ...args]]
     : [process.execPath, args];
@@ -338,15 +344,33 @@ async function measure(
   };
 }
 
+type Measured = LoadResult & { cpuUsPerRequest: number[] };
+
+/** Several rounds of one target as one: rates and CPU per request over all requests, latencies the median round's. */
+function combine(runs: Measured[]): Measured {
+  const total = runs.reduce((n, r) => n + r.total, 0);
+  const seconds = runs.reduce((n, r) => n + r.total / r.requestsPerSecond, 0);
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return {
+    requestsPerSecond: total / seconds,
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    total,
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    cpuUsPerRequest: runs[0]!.cpuUsPerRequest.map(
+      (_, i) => runs.reduce((n, r) => n + r.cpuUsPerRequest[i]! * r.total, 0) / total,
+    ),
+  };
+}
+
 async function load(spec: LoadSpec): Promise<LoadResult> {
   const child = spawnNode(1, [SELF, 'load', JSON.stringify(spec)]);
   return firstJsonLine<LoadResult>(child);
 }
 
 async function orchestrate(): Promise<void> {
-  const duration = Number(process.env.BENCH_DURATION ?? 10);
-  const connections = Number(process.env.BENCH_CONNECTIONS ?? 50);
-  const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+  const { duration, connections, redisUrl, rounds } = config;
 
   // The platform issuer's key set, served from here (one fetch by the gateway; never on the measured path).
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
@@ -392,7 +416,7 @@ async function orchestrate(): Promise<void> {
 
     const gatewayPort = await freePort();
     const gateway = spawnNode(0, [PLATFORM_BIN, 'gateway'], {
-      PATH: process.env.PATH,
+      PATH: config.childEnv.PATH,
       GATEWAY_PORT: String(gatewayPort),
       PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}`,
       GATEWAY_SERVICES: SERVICE,
@@ -404,7 +428,7 @@ async function orchestrate(): Promise<void> {
       GATEWAY_IDENTITY_SECRET: 'bench-identity-secret-0123456789abcdef0123',
       LOG_LEVEL: 'info',
       // e.g. BENCH_GATEWAY_NODE_OPTIONS=--cpu-prof to profile the gateway under this load.
-      NODE_OPTIONS: process.env.BENCH_GATEWAY_NODE_OPTIONS,
+      NODE_OPTIONS: config.gatewayNodeOptions,
     });
     children.push(gateway);
     await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
@@ -424,8 +448,22 @@ async function orchestrate(): Promise<void> {
     await load({ url: upstreamUrl, tokens, connections, duration: warm });
     await load({ url: gatewayUrl, tokens, connections, duration: warm });
 
-    const direct = await measure({ url: upstreamUrl, tokens, connections, duration }, [upstream, gateway]);
-    const through = await measure({ url: gatewayUrl, tokens, connections, duration }, [upstream, gateway]);
+    // Alternate the two targets in short rounds: the machine is shared (a VM), and a slow patch that lands in
+    // one long run would otherwise be read as the gateway's cost or its saving.
+    const slice = duration / rounds;
+    const directRuns: Measured[] = [];
+    const throughRuns: Measured[] = [];
+    for (let i = 0; i < rounds; i++) {
+      directRuns.push(
+        await measure({ url: upstreamUrl, tokens, connections, duration: slice }, [upstream, gateway]),
+      );
+      throughRuns.push(
+        await measure({ url: gatewayUrl, tokens, connections, duration: slice }, [upstream, gateway]),
+      );
+    }
+    const direct = combine(directRuns);
+    const through = combine(throughRuns);
+    const roundRatios = throughRuns.map((t, i) => t.requestsPerSecond / directRuns[i]!.requestsPerSecond);
 
     const ratio = through.requestsPerSecond / direct.requestsPerSecond;
     const row = (name: string, r: LoadResult & { cpuUsPerRequest: number[] }) =>
@@ -439,8 +477,8 @@ async function orchestrate(): Promise<void> {
       '',
       `gateway benchmark: POST /${SERVICE}/mcp tools/call (${Buffer.byteLength(REQUEST_BODY)} B) → ${Buffer.byteLength(
         RESPONSE_BODY,
-      )} B result; ${connections} connections, ${tokens.length} tokens, ${duration} s per run, load generator: ${
-        process.env.BENCH_LOADGEN === 'autocannon' ? 'autocannon' : 'raw sockets'
+      )} B result; ${connections} connections, ${tokens.length} tokens, ${duration} s per target in ${rounds} alternating rounds, load generator: ${
+        config.loadgen === 'autocannon' ? 'autocannon' : 'raw sockets'
       }`,
       `machine: ${cpu}, ${availableParallelism()} cores, Node ${process.versions.node}; ${
         PIN
@@ -454,7 +492,9 @@ async function orchestrate(): Promise<void> {
       row('direct (upstream)', direct),
       row('through the gateway', through),
       '',
-      `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×)`,
+      `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×); per round: ${roundRatios
+        .map((r) => `${r.toFixed(3)}×`)
+        .join(', ')}`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.
@@ -477,6 +517,6 @@ const role = process.argv[2];
 if (role === 'upstream') await runUpstream();
 else if (role === 'load') {
   const spec = JSON.parse(process.argv[3]!) as LoadSpec;
-  if (process.env.BENCH_LOADGEN === 'autocannon') await runAutocannon(spec);
+  if (config.loadgen === 'autocannon') await runAutocannon(spec);
   else await runLoad(spec);
 } else await orchestrate();
