@@ -9,6 +9,7 @@ import {
   freePort,
   type IdpProcess,
   type RunningProcess,
+  startGatewayProcess,
   startIdpProcess,
   startPlatform,
 } from '../helpers/processes.ts';
@@ -62,20 +63,21 @@ export async function startDeployStack(opts: {
       started.push(tool);
       await tool.waitFor(new RegExp(`${name} tool server listening`), 20_000);
     }
-    const gateway = startPlatform(['gateway'], {
-      GATEWAY_PORT: String(gatewayPort),
-      PUBLIC_BASE_URL: publicBaseUrl,
-      GATEWAY_SERVICES: opts.services.join(','),
-      ...upstreams,
-      PLATFORM_ISSUER: idp.issuer,
-      PLATFORM_AUDIENCE: idp.audience,
-      REDIS_URL: inject('redisUrl'),
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-      // A stopped tool server must show as a failed row at once, not after the 5 s retry window.
-      GATEWAY_UPSTREAM_RETRY_SECONDS: '0',
-    });
+    const gateway = await startGatewayProcess(
+      {
+        PUBLIC_BASE_URL: publicBaseUrl,
+        GATEWAY_SERVICES: opts.services.join(','),
+        ...upstreams,
+        PLATFORM_ISSUER: idp.issuer,
+        PLATFORM_AUDIENCE: idp.audience,
+        REDIS_URL: inject('redisUrl'),
+        GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        // A stopped tool server must show as a failed row at once, not after the 5 s retry window.
+        GATEWAY_UPSTREAM_RETRY_SECONDS: '0',
+      },
+      gatewayPort,
+    );
     started.push(gateway);
-    await waitForHealth(`${gatewayUrl}/health`, gateway);
     const tokens = await signIn(idp.issuer, user.sessionToken, {
       scope: ['openid', 'email', ...opts.services.map((s) => `mcp:${s}`)].join(' '),
     });
@@ -96,18 +98,5 @@ export async function startDeployStack(opts: {
     await Promise.all(started.map((p) => p.stop()));
     await db.drop();
     throw err;
-  }
-}
-
-async function waitForHealth(url: string, p: RunningProcess, timeoutMs = 15_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if ((await fetch(url)).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > until) throw new Error(`gateway did not become healthy; output:\n${p.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }

@@ -12,7 +12,7 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, type JWK, SignJWT } from 'jose';
-import { freePort, type RunningProcess, startPlatform } from '../helpers/processes.ts';
+import { type GatewayProcess, startGatewayProcess as startProcess } from '../helpers/processes.ts';
 
 export const IDENTITY_SECRET = 'gateway-test-identity-secret-0123456789abcdef';
 
@@ -251,22 +251,11 @@ export async function startUpstream(port = 0): Promise<Upstream> {
   };
 }
 
-export interface GatewayProcess extends RunningProcess {
-  url: string;
-  port: number;
-}
+export type { GatewayProcess };
 
-/** A real `platform gateway` on a free port; resolves once it logs that it listens. */
-export async function startGatewayProcess(env: Record<string, string | undefined>): Promise<GatewayProcess> {
-  const port = await freePort();
-  const p = startPlatform(['gateway'], {
-    GATEWAY_PORT: String(port),
-    GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-    LOG_LEVEL: 'info',
-    ...env,
-  });
-  await p.waitFor(/gateway listening/);
-  return Object.assign(p, { url: `http://127.0.0.1:${port}`, port });
+/** A real `platform gateway` on a free port with this suite's identity secret; resolves once it listens. */
+export function startGatewayProcess(env: Record<string, string | undefined>): Promise<GatewayProcess> {
+  return startProcess({ GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET, LOG_LEVEL: 'info', ...env });
 }
 
 export interface GatewayResponse {

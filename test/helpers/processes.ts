@@ -134,3 +134,19 @@ export async function freePort(): Promise<number> {
     });
   });
 }
+
+export interface GatewayProcess extends RunningProcess {
+  url: string;
+  port: number;
+}
+
+/** A real `platform gateway` (on `port`, else a free one); resolves once it logs that it listens. */
+export async function startGatewayProcess(
+  env: Record<string, string | undefined>,
+  port?: number,
+): Promise<GatewayProcess> {
+  const p = port ?? (await freePort());
+  const proc = startPlatform(['gateway'], { GATEWAY_PORT: String(p), ...env });
+  await proc.waitFor(/gateway listening/);
+  return Object.assign(proc, { url: `http://127.0.0.1:${p}`, port: p });
+}

@@ -6,6 +6,7 @@ import {
   freePort,
   type IdpProcess,
   type RunningProcess,
+  startGatewayProcess,
   startIdpProcess,
   startPlatform,
 } from '../helpers/processes.ts';
@@ -55,18 +56,19 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
         upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = `http://127.0.0.1:${port}`;
       }),
     );
-    const gateway = startPlatform(['gateway'], {
-      GATEWAY_PORT: String(gatewayPort),
-      PUBLIC_BASE_URL: baseUrl,
-      GATEWAY_SERVICES: SERVICES.join(','),
-      ...upstreams,
-      PLATFORM_ISSUER: idp.issuer,
-      PLATFORM_AUDIENCE: idp.audience,
-      REDIS_URL: inject('redisUrl'),
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-    });
+    const gateway = await startGatewayProcess(
+      {
+        PUBLIC_BASE_URL: baseUrl,
+        GATEWAY_SERVICES: SERVICES.join(','),
+        ...upstreams,
+        PLATFORM_ISSUER: idp.issuer,
+        PLATFORM_AUDIENCE: idp.audience,
+        REDIS_URL: inject('redisUrl'),
+        GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      },
+      gatewayPort,
+    );
     started.push(gateway);
-    await waitForHealth(`${baseUrl}/health`, gateway);
     return {
       db,
       idp,
@@ -85,18 +87,5 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
     await dealsDb.close();
     await db.drop();
     throw err;
-  }
-}
-
-async function waitForHealth(url: string, p: RunningProcess, timeoutMs = 15_000): Promise<void> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if ((await fetch(url)).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > until) throw new Error(`gateway did not become healthy; output:\n${p.output()}`);
-    await new Promise((r) => setTimeout(r, 100));
   }
 }
