@@ -7,8 +7,7 @@
 // first straight at the upstream, then through the gateway.
 //
 //   node bench/gateway-proxy.ts                 orchestrates and prints the table
-//   node bench/gateway-proxy.ts upstream        (internal) the upstream
-//   node bench/gateway-proxy.ts load <json>     (internal) one load-generator run, result as JSON on stdout
+//   bench/gateway/upstream.ts, bench/gateway/load-generator.ts: the two other processes it starts
 //
 // BENCH_DURATION (seconds of load per target, default 12), BENCH_ROUNDS (default 3: direct and gateway runs
 // alternate, so a change in the shared machine's load hits both sides alike), BENCH_CONNECTIONS (default 50),
@@ -16,315 +15,32 @@
 // saturates its own core sooner and so caps the direct run lower, which raises the ratio; docs/gateway.md
 // reports both), BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
 // All are read by bench/config.ts.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { type AddressInfo, connect } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, SignJWT } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
+import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode as spawnPinned } from './gateway/processes.ts';
+import {
+  AUDIENCE,
+  type LoadResult,
+  type LoadSpec,
+  REQUEST_BODY,
+  RESPONSE_BODY,
+  SERVICE,
+} from './gateway/shape.ts';
 
 const config = loadGatewayBenchConfig(processEnv());
-
-const SELF = fileURLToPath(import.meta.url);
+const UPSTREAM = fileURLToPath(new URL('./gateway/upstream.ts', import.meta.url));
+const LOAD_GENERATOR = fileURLToPath(new URL('./gateway/load-generator.ts', import.meta.url));
 const PLATFORM_BIN = fileURLToPath(new URL('../bin/platform.js', import.meta.url));
-const SERVICE = 'bench';
-const AUDIENCE = 'https://platform.bench/api';
 
-// ~300 bytes: a realistic tools/call.
-const REQUEST_BODY = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 7,
-  method: 'tools/call',
-  params: {
-    name: 'propose_deal_closure',
-    arguments: {
-      deal_id: 'D-1042',
-      metrics: [{ name: 'ebitda', value: 12.5, source_file: 'q3-financials.xlsx', location: 'Sheet1!B7' }],
-      citations: ['sha256:9f2c4e1d7a'],
-      idempotency_key: '2b0c7f0e-6f0d-4c53-9d8a-1f5b2c3d4e5f',
-    },
-  },
-});
-
-// ~500 bytes: a fixed JSON-RPC result.
-const RESPONSE_BODY = JSON.stringify({
-  jsonrpc: '2.0',
-  id: 7,
-  result: {
-    content: [
-      {
-        type: 'text',
-        text: JSON.stringify({
-          artifact_id: 'a7f3c2e1-5b4d-4e8f-9a1b-2c3d4e5f6a7b',
-          was_inserted: true,
-          conflicts: [],
-          citations: { durable: 1, fragile: 0 },
-          schema_version: 1,
-          skill: 'manual',
-        }),
-      },
-    ],
-    structuredContent: {
-      artifact_id: 'a7f3c2e1-5b4d-4e8f-9a1b-2c3d4e5f6a7b',
-      was_inserted: true,
-      conflicts: [],
-      citations: { durable: 1, fragile: 0 },
-      schema_version: 1,
-    },
-    isError: false,
-  },
-});
-
-interface LoadSpec {
-  url: string;
-  tokens: string[];
-  connections: number;
-  duration: number;
-}
-
-interface LoadResult {
-  requestsPerSecond: number;
-  p50: number;
-  p99: number;
-  total: number;
-  non2xx: number;
-  errors: number;
-}
-
-async function runUpstream(): Promise<void> {
-  const body = Buffer.from(RESPONSE_BODY);
-  const server = createServer((req, res) => {
-    req.on('data', () => {});
-    req.on('end', () => {
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length });
-      res.end(body);
-    });
-  });
-  server.keepAliveTimeout = 65_000;
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-  });
-}
-
-/**
- * The load generator: keep-alive HTTP/1.1 over raw sockets with the 50 requests prebuilt, one request in flight
- * per connection, latency of every response recorded in microseconds. (autocannon records whole milliseconds,
- * which reads as p50 = 0 for a sub-millisecond upstream; a plain client also keeps the generator's own cost
- * low, so "direct" measures the upstream rather than the generator.)
- */
-async function runAutocannon(spec: LoadSpec): Promise<void> {
-  // autocannon ships no type declarations; the specifier is a variable so the import is typed by the cast below.
-  const specifier = 'autocannon';
-  const { default: autocannon } = (await import(specifier)) as unknown as {
-    default: (opts: Record<string, unknown>) => Promise<{
-      requests: { average: number; total: number };
-      latency: { p50: number; p99: number };
-      non2xx: number;
-      errors: number;
-      timeouts: number;
-    }>;
-  };
-  // Each connection walks the same list of prebuilt requests, one token each.
-  const requests = spec.tokens.map((t) => ({
-    method: 'POST',
-    path: `/${SERVICE}/mcp`,
-    headers: {
-      authorization: `Bearer ${t}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    },
-    body: REQUEST_BODY,
-  }));
-  const r = await autocannon({
-    url: spec.url,
-    connections: spec.connections,
-    duration: spec.duration,
-    requests,
-  });
-  // autocannon's latencies are whole milliseconds.
-  const result: LoadResult = {
-    requestsPerSecond: r.requests.total / spec.duration,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    total: r.requests.total,
-    non2xx: r.non2xx,
-    errors: r.errors + r.timeouts,
-  };
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.exit(0);
-}
-
-async function runLoad(spec: LoadSpec): Promise<void> {
-  const target = new URL(spec.url);
-  const body = Buffer.from(REQUEST_BODY);
-  const requests = spec.tokens.map((t) =>
-    Buffer.concat([
-      Buffer.from(
-        `POST /${SERVICE}/mcp HTTP/1.1\r\nHost: ${target.host}\r\nAuthorization: Bearer ${t}\r\n` +
-          'Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n' +
-          `Content-Length: ${body.length}\r\n\r\n`,
-      ),
-      body,
-    ]),
-  );
-  let samples = new Float64Array(1 << 20);
-  let count = 0;
-  let non2xx = 0;
-  let errors = 0;
-  let running = true;
-  const started = performance.now();
-  const finished: Array<Promise<void>> = [];
-
-  for (let c = 0; c < spec.connections; c++) {
-    finished.push(
-      new Promise<void>((resolve) => {
-        const socket = connect({ host: target.hostname, port: Number(target.port), noDelay: true });
-        let next = c;
-        let sentAt = 0;
-        let buf: Buffer = Buffer.alloc(0);
-        const send = () => {
-          if (!running) {
-            socket.end();
-            return;
-          }
-          sentAt = performance.now();
-          socket.write(requests[next % requests.length]!);
-          next += 1;
-        };
-        socket.on('connect', send);
-        socket.on('data', (chunk: Buffer) => {
-          buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-          for (;;) {
-            const end = buf.indexOf('\r\n\r\n');
-            if (end < 0) return;
-            const head = buf.toString('latin1', 0, end);
-            const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-            if (!m) {
-              // Every response in this shape has a Content-Length; anything else is counted as an error.
-              errors += 1;
-              socket.destroy();
-              return;
-            }
-            const total = end + 4 + Number(m[1]);
-            if (buf.length < total) return;
-            const status = Number(head.slice(9, 12));
-            if (status < 200 || status > 299) non2xx += 1;
-            if (count === samples.length) {
-              const bigger = new Float64Array(samples.length * 2);
-              bigger.set(samples);
-              samples = bigger;
-            }
-            samples[count++] = (performance.now() - sentAt) * 1000;
-            buf = buf.subarray(total);
-            send();
-          }
-        });
-        socket.on('error', () => {
-          errors += 1;
-        });
-        socket.on('close', () => resolve());
-      }),
-    );
-  }
-  await new Promise((r) => setTimeout(r, spec.duration * 1000));
-  running = false;
-  const elapsed = (performance.now() - started) / 1000;
-  await Promise.race([Promise.all(finished), new Promise((r) => setTimeout(r, 2000))]);
-  const sorted = samples.subarray(0, count).sort();
-  const pct = (p: number) =>
-    count === 0 ? 0 : sorted[Math.min(count - 1, Math.floor((p / 100) * count))]! / 1000;
-  const result: LoadResult = {
-    requestsPerSecond: count / elapsed,
-    p50: pct(50),
-    p99: pct(99),
-    total: count,
-    non2xx,
-    errors,
-  };
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.exit(0);
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-
-function hasTaskset(): boolean {
-  try {
-    execFileSync('taskset', ['--version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-const PIN = hasTaskset() && availableParallelism() >= 2;
-
-/** Runs `node args…` (pinned to `core` when taskset is available). */
-function spawnNode(core: number, args: string[], env: NodeJS.ProcessEnv = config.childEnv): ChildProcess {
-  const [cmd, argv] = PIN
-    ? ['taskset', ['-c', String(core), process.execPath, ...args]]
-    : [process.execPath, args];
-  return spawn(cmd as string, argv as string[], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-function firstJsonLine<T>(
-  child: ChildProcess,
-  match: (v: Record<string, unknown>) => boolean = () => true,
-): Promise<T> {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
-    });
-    child.stdout!.on('data', (d: Buffer) => {
-      buf += d.toString();
-      for (const line of buf.split('\n')) {
-        if (!line.startsWith('{')) continue;
-        try {
-          const v = JSON.parse(line) as Record<string, unknown>;
-          if (match(v)) return resolve(v as T);
-        } catch {
-          // partial line
-        }
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`child exited (${code}) early:\n${buf}\n${err}`)));
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as AddressInfo;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); undefined elsewhere. */
-function cpuSeconds(pid: number | undefined): number | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime and stime are fields 14 and 15 of stat(5), counted after the command name (fields 1–2).
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-
-const CLOCK_TICKS = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
+const spawnNode = (core: number, args: string[], env: NodeJS.ProcessEnv = config.childEnv): ChildProcess =>
+  spawnPinned(core, args, env);
 
 /** One load run, plus the CPU time each watched process spent per request during it. */
 async function measure(
@@ -365,7 +81,7 @@ function combine(runs: Measured[]): Measured {
 }
 
 async function load(spec: LoadSpec): Promise<LoadResult> {
-  const child = spawnNode(1, [SELF, 'load', JSON.stringify(spec)]);
+  const child = spawnNode(1, [LOAD_GENERATOR, JSON.stringify(spec)]);
   return firstJsonLine<LoadResult>(child);
 }
 
@@ -409,7 +125,7 @@ async function orchestrate(): Promise<void> {
   };
   process.on('exit', cleanup);
   try {
-    const upstream = spawnNode(0, [SELF, 'upstream']);
+    const upstream = spawnNode(0, [UPSTREAM]);
     children.push(upstream);
     const { port: upstreamPort } = await firstJsonLine<{ port: number }>(upstream);
     const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
@@ -513,10 +229,4 @@ async function orchestrate(): Promise<void> {
   }
 }
 
-const role = process.argv[2];
-if (role === 'upstream') await runUpstream();
-else if (role === 'load') {
-  const spec = JSON.parse(process.argv[3]!) as LoadSpec;
-  if (config.loadgen === 'autocannon') await runAutocannon(spec);
-  else await runLoad(spec);
-} else await orchestrate();
+await orchestrate();

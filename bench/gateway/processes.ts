@@ -1,0 +1,81 @@
+// Child processes of the benchmark: pinning with taskset, reading their first JSON line, CPU time from /proc.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism } from 'node:os';
+
+function hasTaskset(): boolean {
+  try {
+    execFileSync('taskset', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export const PIN = hasTaskset() && availableParallelism() >= 2;
+
+/** Runs `node args…` (pinned to `core` when taskset is available). */
+export function spawnNode(core: number, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const [cmd, argv] = PIN
+    ? ['taskset', ['-c', String(core), process.execPath, ...args]]
+    : [process.execPath, args];
+  return spawn(cmd as string, argv as string[], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+export function firstJsonLine<T>(
+  child: ChildProcess,
+  match: (v: Record<string, unknown>) => boolean = () => true,
+): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let buf = '';
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => {
+      err += d.toString();
+    });
+    child.stdout!.on('data', (d: Buffer) => {
+      buf += d.toString();
+      for (const line of buf.split('\n')) {
+        if (!line.startsWith('{')) continue;
+        try {
+          const v = JSON.parse(line) as Record<string, unknown>;
+          if (match(v)) return resolve(v as T);
+        } catch {
+          // partial line
+        }
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`child exited (${code}) early:\n${buf}\n${err}`)));
+  });
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); undefined elsewhere. */
+export function cpuSeconds(pid: number | undefined): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    // utime and stime are fields 14 and 15 of stat(5), counted after the command name (fields 1–2).
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
