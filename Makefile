@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools bench-tools clean
 
 dev: deps
 	node bin/platform.js dev
@@ -36,7 +36,7 @@ bench: bench-idp bench-gateway
 bench-idp: deps
 	node bench/idp-refresh.ts
 
-bench-gateway: deps
+bench-gateway: deps bench-tools
 	node bench/gateway-proxy.ts
 
 node: $(NODE_DEP)
@@ -54,21 +54,30 @@ node_modules/.installed: package.json package-lock.json | $(NODE_DEP)
 	$(NPM) ci
 	@touch $@
 
-# Test tools from Debian: Chromium for the browser tests (driven by playwright-core, no browser download) and
-# Caddy for the deploy/Caddyfile test. Installed here when missing and apt-get is usable as root; otherwise
-# one line says what to install.
-TEST_PACKAGES := chromium:/usr/bin/chromium caddy:/usr/bin/caddy
-test-tools:
-	@missing=""; for p in $(TEST_PACKAGES); do [ -x "$${p#*:}" ] || missing="$$missing $${p%%:*}"; done; \
+# Tools from Debian: Chromium for the browser tests (driven by playwright-core, no browser download), Caddy for
+# the deploy/Caddyfile test, HAProxy for the benchmark's reference proxy (and the test that holds it to the
+# gateway's job). Installed when missing and apt-get is usable as root; otherwise one line says what to install.
+# $(1): name:path pairs; $(2): who needs them; $(3): what to do when they cannot be had (exit 1, or carry on).
+define debian-packages
+	@missing=""; for p in $(1); do [ -x "$${p#*:}" ] || missing="$$missing $${p%%:*}"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    echo "Installing Debian packages for the tests:$$missing"; \
+	    echo "Installing Debian packages for $(2):$$missing"; \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) || \
-	      { echo "Could not install$$missing: install these Debian packages and run make test again"; exit 1; }; \
+	      { echo "Could not install$$missing: install these Debian packages for $(2)"; $(3); }; \
 	  else \
-	    echo "The tests need these Debian packages:$$missing (apt-get install$$missing)"; exit 1; \
+	    echo "$(2) need these Debian packages:$$missing (apt-get install$$missing)"; $(3); \
 	  fi; \
 	fi
+endef
+
+TEST_PACKAGES := chromium:/usr/bin/chromium caddy:/usr/bin/caddy haproxy:/usr/sbin/haproxy
+test-tools:
+	$(call debian-packages,$(TEST_PACKAGES),the tests,exit 1)
+
+# Without HAProxy the gateway benchmark still runs; it leaves out the reference row and says so.
+bench-tools:
+	$(call debian-packages,haproxy:/usr/sbin/haproxy,the benchmark,true)
 
 clean:
 	rm -rf node_modules .tools .data

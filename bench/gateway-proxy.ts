@@ -1,29 +1,33 @@
-// `make bench-gateway`: the gateway's cost over talking to the tool server directly.
+// `make bench-gateway`: the gateway's cost over talking to the tool server directly, beside HAProxy doing the
+// same job in C.
 //
 // Shape (issue: gateway benchmark): an MCP `tools/call` POST of ~300 bytes to a minimal node:http upstream that
 // answers a fixed ~500-byte JSON-RPC result; 50 connections; 50 distinct valid RS256 tokens (rotating, so the
 // verified-token cache holds 50 entries and revocation is checked on every request); real Redis. The upstream
-// and the gateway are pinned to core 0, the load generator to core 1, and the same load is run
-// first straight at the upstream, then through the gateway.
+// and the proxy under test are pinned to core 0, the load generator to core 1, and the same load is run
+// straight at the upstream, through the gateway and, when `haproxy` is installed, through HAProxy configured
+// for the same per-request work (bench/gateway/haproxy.ts) — the reference the issue's target is named after.
 //
 //   node bench/gateway-proxy.ts                 orchestrates and prints the table
-//   bench/gateway/upstream.ts, bench/gateway/load-generator.ts: the two other processes it starts
+//   bench/gateway/upstream.ts, bench/gateway/load-generator.ts, bench/gateway/haproxy.ts: what it starts
 //
-// BENCH_DURATION (seconds of load per target, default 12), BENCH_ROUNDS (default 3: direct and gateway runs
-// alternate, so a change in the shared machine's load hits both sides alike), BENCH_CONNECTIONS (default 50),
-// REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon` — a heavier generator
-// saturates its own core sooner and so caps the direct run lower, which raises the ratio; docs/gateway.md
-// reports both), BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
+// BENCH_DURATION (seconds of load per target, default 12), BENCH_ROUNDS (default 3: the targets' runs
+// alternate, so a change in the shared machine's load hits all of them alike), BENCH_CONNECTIONS (default 50),
+// REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon`),
+// BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { availableParallelism, cpus } from 'node:os';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, SignJWT } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
+import { findHaproxy, startHaproxy } from './gateway/haproxy.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode as spawnPinned } from './gateway/processes.ts';
 import {
   AUDIENCE,
@@ -38,6 +42,7 @@ const config = loadGatewayBenchConfig(processEnv());
 const UPSTREAM = fileURLToPath(new URL('./gateway/upstream.ts', import.meta.url));
 const LOAD_GENERATOR = fileURLToPath(new URL('./gateway/load-generator.ts', import.meta.url));
 const PLATFORM_BIN = fileURLToPath(new URL('../bin/platform.js', import.meta.url));
+const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
 
 const spawnNode = (core: number, args: string[], env: NodeJS.ProcessEnv = config.childEnv): ChildProcess =>
   spawnPinned(core, args, env);
@@ -45,11 +50,11 @@ const spawnNode = (core: number, args: string[], env: NodeJS.ProcessEnv = config
 /** One load run, plus the CPU time each watched process spent per request during it. */
 async function measure(
   spec: LoadSpec,
-  watch: ChildProcess[],
+  watch: Array<ChildProcess | undefined>,
 ): Promise<LoadResult & { cpuUsPerRequest: number[] }> {
-  const before = watch.map((c) => cpuSeconds(c.pid));
+  const before = watch.map((c) => cpuSeconds(c?.pid));
   const r = await load(spec);
-  const after = watch.map((c) => cpuSeconds(c.pid));
+  const after = watch.map((c) => cpuSeconds(c?.pid));
   return {
     ...r,
     cpuUsPerRequest: watch.map((_, i) =>
@@ -61,6 +66,27 @@ async function measure(
 }
 
 type Measured = LoadResult & { cpuUsPerRequest: number[] };
+
+/** One thing the load is aimed at: the upstream itself, or a proxy (whose process's CPU is watched) before it. */
+interface Target {
+  name: string;
+  url: string;
+  proxy: ChildProcess | undefined;
+  runs: Measured[];
+}
+
+/** One request per token, each answered 200: key sets fetched and tokens cached before anything is measured. */
+async function firstRequests(url: string, tokens: string[]): Promise<void> {
+  for (const t of tokens) {
+    const r = await fetch(`${url}/${SERVICE}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
+      body: REQUEST_BODY,
+    });
+    if (r.status !== 200) throw new Error(`${url} answered ${r.status}: ${await r.text()}`);
+    await r.arrayBuffer();
+  }
+}
 
 /** Several rounds of one target as one: rates and CPU per request over all requests, latencies the median round's. */
 function combine(runs: Measured[]): Measured {
@@ -119,9 +145,11 @@ async function orchestrate(): Promise<void> {
   );
 
   const children: ChildProcess[] = [];
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
   const cleanup = () => {
     for (const c of children) c.kill('SIGTERM');
     keyServer.close();
+    rmSync(scratch, { recursive: true, force: true });
   };
   process.on('exit', cleanup);
   try {
@@ -141,7 +169,7 @@ async function orchestrate(): Promise<void> {
       PLATFORM_JWKS_URL: `${issuer}/keys`,
       PLATFORM_AUDIENCE: AUDIENCE,
       REDIS_URL: redisUrl,
-      GATEWAY_IDENTITY_SECRET: 'bench-identity-secret-0123456789abcdef0123',
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
       LOG_LEVEL: 'info',
       // e.g. BENCH_GATEWAY_NODE_OPTIONS=--cpu-prof to profile the gateway under this load.
       NODE_OPTIONS: config.gatewayNodeOptions,
@@ -150,44 +178,70 @@ async function orchestrate(): Promise<void> {
     await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
 
-    // One request per token first (key-set fetch, token cache), then a short warm-up of each target (JIT).
-    for (const t of tokens) {
-      const r = await fetch(`${gatewayUrl}/${SERVICE}/mcp`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
-        body: REQUEST_BODY,
+    // The reference: HAProxy doing the same job in C, when it is installed (make bench-gateway installs it).
+    const haproxyBin = findHaproxy();
+    let haproxy: ChildProcess | undefined;
+    let haproxyUrl: string | undefined;
+    if (haproxyBin) {
+      const port = await freePort();
+      haproxy = await startHaproxy(haproxyBin.bin, 0, {
+        dir: scratch,
+        port,
+        upstream: new URL(upstreamUrl),
+        issuer,
+        publicKey,
+        identitySecret: IDENTITY_SECRET,
       });
-      if (r.status !== 200) throw new Error(`gateway answered ${r.status}: ${await r.text()}`);
-      await r.arrayBuffer();
+      children.push(haproxy);
+      haproxyUrl = `http://127.0.0.1:${port}`;
     }
-    const warm = Math.min(3, duration);
-    await load({ url: upstreamUrl, tokens, connections, duration: warm });
-    await load({ url: gatewayUrl, tokens, connections, duration: warm });
 
-    // Alternate the two targets in short rounds: the machine is shared (a VM), and a slow patch that lands in
-    // one long run would otherwise be read as the gateway's cost or its saving.
-    const slice = duration / rounds;
-    const directRuns: Measured[] = [];
-    const throughRuns: Measured[] = [];
-    for (let i = 0; i < rounds; i++) {
-      directRuns.push(
-        await measure({ url: upstreamUrl, tokens, connections, duration: slice }, [upstream, gateway]),
-      );
-      throughRuns.push(
-        await measure({ url: gatewayUrl, tokens, connections, duration: slice }, [upstream, gateway]),
-      );
+    const targets: Target[] = [
+      { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
+      { name: 'through the gateway', url: gatewayUrl, proxy: gateway, runs: [] },
+    ];
+    if (haproxy && haproxyUrl) {
+      targets.push({
+        name: `through HAProxy ${haproxyBin!.version}`,
+        url: haproxyUrl,
+        proxy: haproxy,
+        runs: [],
+      });
     }
-    const direct = combine(directRuns);
-    const through = combine(throughRuns);
-    const roundRatios = throughRuns.map((t, i) => t.requestsPerSecond / directRuns[i]!.requestsPerSecond);
+
+    // One request per token first through each proxy (key-set fetch, token cache), then a short warm-up of
+    // each target (JIT).
+    for (const t of targets.slice(1)) await firstRequests(t.url, tokens);
+    const warm = Math.min(3, duration);
+    for (const t of targets) await load({ url: t.url, tokens, connections, duration: warm });
+
+    // Alternate the targets in short rounds: the machine is shared (a VM), and a slow patch that lands in one
+    // long run would otherwise be read as a proxy's cost or its saving.
+    const slice = duration / rounds;
+    for (let i = 0; i < rounds; i++) {
+      for (const t of targets) {
+        t.runs.push(await measure({ url: t.url, tokens, connections, duration: slice }, [upstream, t.proxy]));
+      }
+    }
+    const [direct, through, reference] = targets.map((t) => combine(t.runs)) as [
+      Measured,
+      Measured,
+      Measured | undefined,
+    ];
+    const perRound = (t: Target) =>
+      t.runs
+        .map((r, i) => `${(r.requestsPerSecond / targets[0]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
+        .join(', ');
 
     const ratio = through.requestsPerSecond / direct.requestsPerSecond;
-    const row = (name: string, r: LoadResult & { cpuUsPerRequest: number[] }) =>
-      `| ${name.padEnd(20)} | ${r.requestsPerSecond.toFixed(0).padStart(8)} | ${r.p50.toFixed(2).padStart(7)} | ${r.p99
+    const cell = (v: number | undefined, width: number) =>
+      (v === undefined || Number.isNaN(v) ? '—' : v.toFixed(1)).padStart(width);
+    const row = (name: string, r: Measured) =>
+      `| ${name.padEnd(26)} | ${r.requestsPerSecond.toFixed(0).padStart(8)} | ${r.p50.toFixed(2).padStart(7)} | ${r.p99
         .toFixed(2)
-        .padStart(7)} | ${r.cpuUsPerRequest[0]!.toFixed(1).padStart(12)} | ${r.cpuUsPerRequest[1]!.toFixed(
-        1,
-      ).padStart(11)} | ${String(r.non2xx + r.errors).padStart(6)} |`;
+        .padStart(7)} | ${cell(r.cpuUsPerRequest[0], 12)} | ${cell(r.cpuUsPerRequest[1], 9)} | ${String(
+        r.non2xx + r.errors,
+      ).padStart(6)} |`;
     const cpu = cpus()[0]?.model ?? 'unknown CPU';
     const lines = [
       '',
@@ -198,29 +252,34 @@ async function orchestrate(): Promise<void> {
       }`,
       `machine: ${cpu}, ${availableParallelism()} cores, Node ${process.versions.node}; ${
         PIN
-          ? 'upstream + gateway on core 0, load generator on core 1 (taskset)'
+          ? 'upstream + proxy on core 0, load generator on core 1 (taskset)'
           : 'NOT pinned (taskset or a second core missing)'
       }`,
       '',
-      '| target               |    req/s | p50 ms  | p99 ms  | upstream CPU | gateway CPU | errors |',
-      '|                      |          |         |         |   µs/request |  µs/request |        |',
-      '|----------------------|----------|---------|---------|--------------|-------------|--------|',
-      row('direct (upstream)', direct),
-      row('through the gateway', through),
+      '| target                     |    req/s | p50 ms  | p99 ms  | upstream CPU | proxy CPU | errors |',
+      '|                            |          |         |         |   µs/request | µs/request|        |',
+      '|----------------------------|----------|---------|---------|--------------|-----------|--------|',
+      ...targets.map((t, i) => row(t.name, i === 0 ? direct : i === 1 ? through : reference!)),
       '',
-      `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×); per round: ${roundRatios
-        .map((r) => `${r.toFixed(3)}×`)
-        .join(', ')}`,
+      `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×); per round: ${perRound(targets[1]!)}`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.
       `CPU-bound estimate: direct upstream CPU / (upstream + gateway CPU through the gateway) = ${(
         direct.cpuUsPerRequest[0]! / (through.cpuUsPerRequest[0]! + through.cpuUsPerRequest[1]!)
       ).toFixed(3)}×`,
+      ...(reference
+        ? [
+            `ratio HAProxy / direct: ${(reference.requestsPerSecond / direct.requestsPerSecond).toFixed(3)}×; per round: ${perRound(
+              targets[2]!,
+            )}`,
+            `gateway / HAProxy (same job, same run): ${(through.requestsPerSecond / reference.requestsPerSecond).toFixed(3)}×`,
+          ]
+        : ['HAProxy reference not measured: no haproxy binary (apt-get install haproxy)']),
       '',
     ];
     process.stdout.write(lines.join('\n'));
-    if (through.non2xx + through.errors > 0 || direct.non2xx + direct.errors > 0) {
+    if (targets.some((t) => t.runs.some((r) => r.non2xx + r.errors > 0))) {
       process.stdout.write('some requests failed: the figures above are not valid\n');
       process.exitCode = 1;
     }
