@@ -52,6 +52,8 @@ export interface GatewayBenchConfig {
   loadgen: 'raw' | 'autocannon';
   /** BENCH_GATEWAY_NODE_OPTIONS, e.g. --cpu-prof, for the gateway process. */
   gatewayNodeOptions: string | undefined;
+  /** BENCH_HAPROXY: the reference proxy's binary (default: `haproxy` on PATH, then /usr/sbin), or `off`. */
+  haproxy: string | undefined;
   /** The environment the benchmark's own child processes (upstream, load generator) inherit. */
   childEnv: Env;
 }
@@ -68,6 +70,7 @@ export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
     redisUrl: redisUrl(env, 'REDIS_URL') ?? 'redis://127.0.0.1:6379',
     loadgen,
     gatewayNodeOptions: env.BENCH_GATEWAY_NODE_OPTIONS || undefined,
+    haproxy: env.BENCH_HAPROXY || undefined,
     childEnv: env,
   });
 }

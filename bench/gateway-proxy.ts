@@ -14,7 +14,8 @@
 // BENCH_DURATION (seconds of load per target, default 12), BENCH_ROUNDS (default 3: the targets' runs
 // alternate, so a change in the shared machine's load hits all of them alike), BENCH_CONNECTIONS (default 50),
 // REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon`),
-// BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof).
+// BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof), BENCH_HAPROXY (the
+// reference's binary, or `off`).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
@@ -179,7 +180,7 @@ async function orchestrate(): Promise<void> {
     const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
 
     // The reference: HAProxy doing the same job in C, when it is installed (make bench-gateway installs it).
-    const haproxyBin = findHaproxy();
+    const haproxyBin = findHaproxy(config.haproxy);
     let haproxy: ChildProcess | undefined;
     let haproxyUrl: string | undefined;
     if (haproxyBin) {
@@ -275,7 +276,11 @@ async function orchestrate(): Promise<void> {
             )}`,
             `gateway / HAProxy (same job, same run): ${(through.requestsPerSecond / reference.requestsPerSecond).toFixed(3)}×`,
           ]
-        : ['HAProxy reference not measured: no haproxy binary (apt-get install haproxy)']),
+        : [
+            config.haproxy === 'off'
+              ? 'HAProxy reference not measured (BENCH_HAPROXY=off)'
+              : 'HAProxy reference not measured: no haproxy binary (apt-get install haproxy, or BENCH_HAPROXY=<path>)',
+          ]),
       '',
     ];
     process.stdout.write(lines.join('\n'));

@@ -9,9 +9,13 @@ import { join } from 'node:path';
 import { PIN } from './processes.ts';
 import { AUDIENCE, SERVICE } from './shape.ts';
 
-/** The haproxy binary (PATH, then /usr/sbin where Debian puts it), with its version line; undefined if none. */
-export function findHaproxy(): { bin: string; version: string } | undefined {
-  for (const bin of ['haproxy', '/usr/sbin/haproxy']) {
+/**
+ * The haproxy binary and its version: `setting` (BENCH_HAPROXY) when given, else `haproxy` on PATH, then
+ * /usr/sbin where Debian puts it; undefined when there is none or the setting is `off`.
+ */
+export function findHaproxy(setting?: string): { bin: string; version: string } | undefined {
+  if (setting === 'off') return undefined;
+  for (const bin of setting ? [setting] : ['haproxy', '/usr/sbin/haproxy']) {
     try {
       const out = execFileSync(bin, ['-v'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
       const version = /HA-?Proxy version (\d+(?:\.\d+)*)/.exec(out)?.[1] ?? 'unknown';
