@@ -1,10 +1,11 @@
 import * as oidc from 'openid-client';
 import { openBrowser } from './client/browser.ts';
-import { type Credentials, writeCredentials } from './client/credentials.ts';
+import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
 import { CliError } from './client/errors.ts';
 import type { Io } from './client/io.ts';
 import { type Callback, CallbackTimeoutError, startLoopbackListener } from './client/loopback.ts';
 import { CLI_CLIENT_ID, describeOidcError, discoverIssuer } from './client/oidc.ts';
+import { revokeSignIn } from './client/revoke.ts';
 import { credentialsFromTokens } from './client/tokens.ts';
 import type { ClientConfig } from './config.ts';
 
@@ -14,6 +15,8 @@ const FALLBACK_SCOPE = 'openid profile email';
  * `platform login`: the spec's command-line login sequence. A loopback listener on 127.0.0.1, the static
  * client `platform-cli`, PKCE S256, `state` and `nonce`; the browser signs in and comes back with a code,
  * which is exchanged at the token endpoint found by discovery. The tokens are stored for `platform token`.
+ * A sign-in they replace is revoked at its issuer afterwards, so no 30-day refresh token is left behind live
+ * and unreachable; a failed login leaves the stored one as it was.
  */
 export async function login(config: ClientConfig, io: Io): Promise<Credentials> {
   const server = await discoverIssuer(config.issuer, { warn: io.err });
@@ -67,7 +70,11 @@ export async function login(config: ClientConfig, io: Io): Promise<Credentials> 
           });
         });
       const creds = credentialsFromTokens(tokens, { issuer: metadata.issuer, clientId: CLI_CLIENT_ID });
+      const previous = await readCredentials(config.credentialsPath).catch(() => undefined);
       await writeCredentials(config.credentialsPath, creds);
+      if (previous && previous.refresh_token !== creds.refresh_token) {
+        await revokeSignIn(previous, io, 'the previous sign-in');
+      }
       const who = tokens.claims()?.email;
       const as = typeof who === 'string' ? ` as ${who}` : '';
       callback.respond(

@@ -1,8 +1,7 @@
-import * as oidc from 'openid-client';
 import { type Credentials, deleteCredentials, readCredentials } from './client/credentials.ts';
 import { CliError } from './client/errors.ts';
 import type { Io } from './client/io.ts';
-import { describeOidcError, discoverIssuer } from './client/oidc.ts';
+import { revokeSignIn } from './client/revoke.ts';
 import type { ClientConfig } from './config.ts';
 
 /**
@@ -24,25 +23,7 @@ export async function logout(config: ClientConfig, io: Io): Promise<void> {
     io.out('Not logged in.');
     return;
   }
-  try {
-    const server = await discoverIssuer(creds.issuer, { clientId: creds.client_id, warn: io.err });
-    await oidc.tokenRevocation(server, creds.refresh_token, { token_type_hint: 'refresh_token' });
-    if (creds.expires_at > Date.now() / 1000) {
-      // Best effort: the grant is already revoked; this also puts the access token on the gateway's denylist.
-      await oidc
-        .tokenRevocation(server, creds.access_token, { token_type_hint: 'access_token' })
-        .catch((err) => {
-          io.err(
-            `warning: the access token was not revoked (${describeOidcError(err)}); it expires within the hour`,
-          );
-        });
-    }
-  } catch (err) {
-    const reason = err instanceof CliError ? err.message : describeOidcError(err);
-    io.err(
-      `warning: could not revoke the sign-in at ${creds.issuer} (${reason}); it stays valid until it expires`,
-    );
-  }
+  await revokeSignIn(creds, io, 'the sign-in');
   await deleteCredentials(config.credentialsPath);
   io.out(`Logged out of ${creds.issuer}.`);
 }

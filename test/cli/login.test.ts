@@ -49,6 +49,26 @@ async function startLogin(extraEnv: Record<string, string> = {}) {
   return { p, url };
 }
 
+/** The browser leg: the web application's session cookie, the authorize URL, the loopback answer's text. */
+async function signInInBrowser(url: URL): Promise<string> {
+  const context = await browser.newContext();
+  try {
+    await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
+    const page = await context.newPage();
+    await page.goto(url.href);
+    return (await page.textContent('body')) ?? '';
+  } finally {
+    await context.close();
+  }
+}
+
+const refresh = (refreshToken: string) =>
+  postForm(`${idp.issuer}/oauth/token`, {
+    grant_type: 'refresh_token',
+    refresh_token: refreshToken,
+    client_id: 'platform-cli',
+  });
+
 describe('platform login, token, logout against platform idp', () => {
   it('signs in through the browser, stores 0600 credentials, refreshes on expiry, revokes on logout', async () => {
     const { p, url } = await startLogin();
@@ -56,12 +76,7 @@ describe('platform login, token, logout against platform idp', () => {
     expect(url.searchParams.get('code_challenge_method')).toBe('S256');
     expect(url.searchParams.get('redirect_uri')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
 
-    const context = await browser.newContext();
-    await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
-    const page = await context.newPage();
-    await page.goto(url.href);
-    expect(await page.textContent('body')).toContain(`Signed in to ${idp.issuer} as ${user.email}`);
-    await context.close();
+    expect(await signInInBrowser(url)).toContain(`Signed in to ${idp.issuer} as ${user.email}`);
     expect(await p.exited).toBe(0);
     expect(p.output()).toContain(`Logged in to ${idp.issuer} as ${user.email}`);
 
@@ -104,17 +119,49 @@ describe('platform login, token, logout against platform idp', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toContain(`Logged out of ${idp.issuer}`);
     await expect(stat(home.credentials)).rejects.toMatchObject({ code: 'ENOENT' });
-    const reuse = await postForm(`${idp.issuer}/oauth/token`, {
-      grant_type: 'refresh_token',
-      refresh_token: second.refresh_token,
-      client_id: 'platform-cli',
-    });
+    const reuse = await refresh(second.refresh_token);
     expect(reuse.status).toBe(400);
     expect(reuse.json).toMatchObject({ error: 'invalid_grant' });
 
     const after = await runPlatform(['token'], env());
     expect(after.code).not.toBe(0);
     expect(after.stderr.trim()).toBe('platform: not logged in: run `platform login`');
+  });
+
+  it('a new login revokes the sign-in it replaces; a failed one leaves it as it was', async () => {
+    const first = await startLogin();
+    await signInInBrowser(first.url);
+    expect(await first.p.exited).toBe(0);
+    const before = await readStored();
+
+    // A login that fails (forged answer) changes nothing.
+    const failed = await startLogin();
+    const forged = new URL(failed.url.searchParams.get('redirect_uri')!);
+    forged.search = new URLSearchParams({ code: 'x', state: 'wrong', iss: idp.issuer }).toString();
+    await fetch(forged);
+    expect(await failed.p.exited).toBe(1);
+    expect(await readStored()).toEqual(before);
+
+    const second = await startLogin();
+    await signInInBrowser(second.url);
+    expect(await second.p.exited).toBe(0);
+    expect(second.p.output()).not.toContain('warning');
+    const after = await readStored();
+    expect(after.refresh_token).not.toBe(before.refresh_token);
+    // The replaced grant is gone at the issuer; the new one works.
+    expect((await refresh(before.refresh_token)).json).toMatchObject({ error: 'invalid_grant' });
+    const rotated = await refresh(after.refresh_token);
+    expect(rotated.status).toBe(200);
+
+    // A replaced sign-in whose issuer cannot be reached: the login still succeeds and says what stays valid.
+    const dead = `http://127.0.0.1:${await freePort()}`;
+    await writeFile(home.credentials, JSON.stringify({ ...before, issuer: dead }));
+    const third = await startLogin();
+    await signInInBrowser(third.url);
+    expect(await third.p.exited).toBe(0);
+    expect(third.p.output()).toContain(`warning: could not revoke the previous sign-in at ${dead}`);
+    expect((await readStored()).issuer).toBe(idp.issuer);
+    expect((await runPlatform(['logout'], env())).code).toBe(0);
   });
 
   it('refuses a callback whose state does not match, and says so in the browser and the terminal', async () => {
