@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { findHaproxy, startHaproxy } from '../../../bench/gateway/haproxy.ts';
+import { findHaproxy, type HaproxyJob, startHaproxy } from '../../../bench/gateway/haproxy.ts';
 import { AUDIENCE, SERVICE } from '../../../bench/gateway/shape.ts';
 import { type Identity, verifyIdentity } from '../../../lib/identity.ts';
 import { freePort } from '../../helpers/processes.ts';
@@ -27,8 +27,10 @@ interface Seen {
 }
 
 let upstream: Server;
-let haproxy: ChildProcess;
+const haproxies: ChildProcess[] = [];
+/** The MCP URL through HAProxy doing the gateway's job, and through HAProxy verifying RS256 only. */
 let url: string;
+let rs256Url: string;
 let dir: string;
 const seen: Seen[] = [];
 
@@ -47,21 +49,25 @@ beforeAll(async () => {
     req.on('end', () => res.end('{}'));
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
-  const port = await freePort();
   dir = mkdtempSync(join(tmpdir(), 'haproxy-test-'));
-  haproxy = await startHaproxy(bin.bin, 0, {
-    dir,
-    port,
-    upstream: new URL(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
-    issuer: ISSUER,
-    publicKey,
-    identitySecret: SECRET,
-  });
-  url = `http://127.0.0.1:${port}/${SERVICE}/mcp`;
+  const start = async (job: HaproxyJob) => {
+    const port = await freePort();
+    const setup = {
+      dir,
+      port,
+      upstream: new URL(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`),
+      issuer: ISSUER,
+      publicKey,
+      identitySecret: SECRET,
+    };
+    haproxies.push(await startHaproxy(bin.bin, 0, setup, job));
+    return `http://127.0.0.1:${port}/${SERVICE}/mcp`;
+  };
+  [url, rs256Url] = await Promise.all([start('gateway'), start('rs256')]);
 });
 
 afterAll(async () => {
-  haproxy?.kill();
+  for (const h of haproxies) h.kill();
   await new Promise((r) => upstream?.close(r));
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
@@ -88,9 +94,9 @@ function token(
     .sign(key);
 }
 
-async function post(authorization: string, extra: Record<string, string> = {}) {
+async function post(authorization: string, extra: Record<string, string> = {}, to = url) {
   const before = seen.length;
-  const res = await fetch(url, { method: 'POST', headers: { authorization, ...extra }, body: '{}' });
+  const res = await fetch(to, { method: 'POST', headers: { authorization, ...extra }, body: '{}' });
   await res.arrayBuffer();
   return { status: res.status, requestId: res.headers.get('x-request-id'), upstream: seen.slice(before) };
 }
@@ -133,6 +139,30 @@ describe('the benchmark HAProxy reference', () => {
     const t = await make();
     const r = await post(t === '' ? '' : `Bearer ${t}`);
     expect([401, 403]).toContain(r.status);
+    expect(r.upstream).toHaveLength(0);
+  });
+});
+
+describe("the benchmark HAProxy reference verifying RS256 only (the issue's)", () => {
+  it('forwards a validly signed bearer without Authorization and adds nothing', async () => {
+    const r = await post(`Bearer ${await token()}`, {}, rs256Url);
+    expect(r.status).toBe(200);
+    expect(r.upstream).toHaveLength(1);
+    expect(r.upstream[0]!.headers.authorization).toBeUndefined();
+    expect(r.upstream[0]!.headers['x-platform-identity']).toBeUndefined();
+  });
+
+  it.each([
+    ['a token signed by another key', () => token({}, other.privateKey)],
+    [
+      'an HS256 token keyed with the public key',
+      () => token({}, Buffer.from(publicKey.export({ type: 'spki', format: 'pem' }) as string), 'HS256'),
+    ],
+    ['no token', async () => ''],
+  ])('refuses %s', async (_name, make) => {
+    const t = await make();
+    const r = await post(t === '' ? '' : `Bearer ${t}`, {}, rs256Url);
+    expect(r.status).toBe(401);
     expect(r.upstream).toHaveLength(0);
   });
 });
