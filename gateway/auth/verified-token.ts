@@ -14,6 +14,13 @@ export interface VerifiedToken {
   clientId: string;
   /** `jti`, or Entra's `uti`; '' when the token has none. */
   jti: string;
+  /**
+   * Entra's `oid` (the user's object id in the tenant; '' for other tokens or when absent). Entra's `sub` is
+   * pairwise per application, so a subject cut-off (`platform admin revoke-user`, keyed by the platform `sub`,
+   * which is that object id when the web application signs its users in with the same tenant) is also checked
+   * against `oid`.
+   */
+  oid: string;
   iat: number;
   exp: number;
 }

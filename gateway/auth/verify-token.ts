@@ -64,6 +64,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         scopes: splitScope(scope),
         clientId: headerClaim(payload, 'client_id', 'azp'),
         jti: headerClaim(payload, 'jti'),
+        oid: '',
       };
     } else if (
       entra &&
@@ -87,6 +88,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         clientId: headerClaim(payload, 'azp', 'appid'),
         // Entra's token id is `uti` (CONTRACT.md § Gateway).
         jti: headerClaim(payload, 'uti'),
+        oid: headerClaim(payload, 'oid'),
       };
     } else if (service.sharedSecret !== undefined && iss === service.name) {
       checkHeader(header, 'HS256');
@@ -99,6 +101,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         scopes: splitScope(scope),
         clientId: headerClaim(payload, 'client_id', 'azp'),
         jti: headerClaim(payload, 'jti'),
+        oid: '',
       };
     } else {
       throw new InvalidTokenError(

@@ -5,7 +5,7 @@ import { createPrivateKey, createPublicKey, randomUUID, sign } from 'node:crypto
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { verifyIdentity } from '../../lib/identity.ts';
-import { jwksKey } from '../../lib/revocation.ts';
+import { jwksKey, RedisRevocationPublisher } from '../../lib/revocation.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { postForm, signIn } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess, testSigningKeyPem } from '../helpers/processes.ts';
@@ -306,6 +306,22 @@ describe('Entra ID tokens (stand-in key server)', () => {
     expect(r.status).toBe(403);
     expect(errorOf(r).code).toBe('INSUFFICIENT_SCOPE');
     expect(r.headers['www-authenticate']).toContain(`scope="${MAIL_APP_ID_URI}/mcp.access"`);
+  });
+
+  it("a user's cut-off (revoke-user) revokes their Entra tokens by object id, Entra's sub being pairwise", async () => {
+    const oid = randomUUID();
+    const now = Math.floor(Date.now() / 1000);
+    const before = await mint({ key: entraKey, claims: entraClaims({ oid }), iat: -10 });
+    const otherUser = await mint({ key: entraKey, claims: entraClaims({ oid: randomUUID() }), iat: -10 });
+    expect((await call(mail(), { method: 'POST', token: before })).status).toBe(200);
+    await new RedisRevocationPublisher(redis).denySubject(oid, now);
+    await expect
+      .poll(async () => errorOf(await call(mail(), { method: 'POST', token: before })).reason)
+      .toBe('token_revoked');
+    expect((await call(mail(), { method: 'POST', token: otherUser })).status).toBe(200);
+    // Signed in again after the cut-off: accepted.
+    const after = await mint({ key: entraKey, claims: entraClaims({ oid, iat: now + 1 }) });
+    expect((await call(mail(), { method: 'POST', token: after })).status).toBe(200);
   });
 
   it('refuses Entra tokens at a service without an Entra client id', async () => {
