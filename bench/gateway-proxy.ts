@@ -1,5 +1,5 @@
-// `make bench-gateway`: the gateway's cost over talking to the tool server directly, beside HAProxy doing the
-// same job in C.
+// `make bench-gateway`: the gateway's cost over talking to the tool server directly, beside HAProxy in C
+// (verifying RS256 only, and doing the gateway's whole job).
 //
 // Shape (issue: gateway benchmark): an MCP `tools/call` POST of ~300 bytes to a minimal node:http upstream that
 // answers a fixed ~500-byte JSON-RPC result; 50 connections; 50 distinct valid RS256 tokens (rotating, so the
@@ -16,7 +16,7 @@
 // alternate, so a change in the shared machine's load hits all of them alike), BENCH_CONNECTIONS (default 50),
 // REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon`),
 // BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof), BENCH_HAPROXY (the
-// reference's binary, or `off`).
+// references' binary, or `off`).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
