@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools bench-tools clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps install uninstall test-tools bench-tools clean
 
 dev: deps
 	node bin/platform.js dev
@@ -40,6 +40,19 @@ bench-gateway: deps bench-tools
 	node bench/gateway-proxy.ts
 
 node: $(NODE_DEP)
+
+# `platform` on PATH: a link to bin/platform.js, which runs on any Node (on one older than 22.12 it hands over to
+# the Node 24 kept under .tools/). PREFIX=/usr/local make install links it there instead.
+PREFIX ?= $(HOME)/.local
+install: deps
+	@mkdir -p $(PREFIX)/bin && ln -sfn $(CURDIR)/bin/platform.js $(PREFIX)/bin/platform
+	@echo "Linked $(PREFIX)/bin/platform -> $(CURDIR)/bin/platform.js"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	  *) echo "$(PREFIX)/bin is not on your PATH; add this line to your shell's profile: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
+
+uninstall:
+	@if [ "$$(readlink $(PREFIX)/bin/platform)" = "$(CURDIR)/bin/platform.js" ]; then \
+	  rm -f $(PREFIX)/bin/platform && echo "Removed $(PREFIX)/bin/platform"; fi
 
 $(LOCAL_NODE_DIR)/bin/node:
 	@echo "System Node is $(SYSTEM_NODE_MAJOR).x; fetching Node $(NODE_VERSION) (node-linux-$(ARCH)) from the npm registry"
