@@ -12,7 +12,7 @@ import {
 } from '../lib/config.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
-// ones CONTRACT.md § Gateway names, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
+// ones docs/reference.md § Gateway lists, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
 
 /** A `Host` header pattern: `name` exactly, or `name:*` for the name with any (or no) port. */
 export interface HostPattern {

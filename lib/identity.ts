@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 
-// CONTRACT.md § Identity headers: the gateway vouches for the caller to the tool servers with these.
+// docs/reference.md § Headers: the gateway vouches for the caller to the tool servers with these.
 export const IDENTITY_HEADERS = {
   email: 'x-platform-user-email',
   sub: 'x-platform-user-sub',

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 
-// Names fixed by CONTRACT.md § Redis keys.
+// Names shared with every gateway and IdP (docs/reference.md § Redis keys).
 export const REVOCATION_CHANNEL = 'platform:revocations';
 export const denyJtiKey = (jti: string) => `platform:deny:jti:${jti}`;
 export const denySubKey = (sub: string) => `platform:deny:sub:${sub}`;

@@ -121,7 +121,7 @@ async function sessionUser(ctx: IdpContext, x: Exchange): Promise<SessionUser | 
   return undefined;
 }
 
-/** Default entitlement (CONTRACT.md): every user with a `users` row gets every configured service. */
+/** Default entitlement: every user with a `users` row gets every configured service. */
 function entitledServices(ctx: IdpContext): ReadonlySet<string> {
   return new Set(ctx.config.services);
 }
