@@ -4,6 +4,7 @@ import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
+import type { ConsentStore } from './store/consents.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
@@ -16,6 +17,7 @@ export interface IdpContext {
   signer: JwtSigner;
   clients: ClientStore;
   codes: CodeStore;
+  consents: ConsentStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   revocations: RevocationPublisher;

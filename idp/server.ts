@@ -9,6 +9,7 @@ import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
+import { createConsentStore } from './store/consents.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { JwtSigner } from './tokens/jwt.ts';
@@ -78,6 +79,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       signer: new JwtSigner(keys[0]!),
       clients: createClientStore(pool),
       codes: createCodeStore(pool),
+      consents: createConsentStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
