@@ -21,6 +21,8 @@ export interface IdpContext {
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   revocations: RevocationPublisher;
+  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
+  csrfKey: Buffer;
 }
 
 export interface Exchange {

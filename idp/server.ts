@@ -1,10 +1,11 @@
+import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
-import { createIdpHandler, type Handler } from './app.ts';
+import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createClientStore } from './store/clients.ts';
@@ -85,10 +86,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       }),
       sessions: createSessionStore(pool, config.authjs),
       revocations,
+      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+      withResponseHeaders(
+        deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+      ),
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
