@@ -38,8 +38,6 @@ export interface ToolServerConfig {
   allowedOrigins: readonly string[];
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
-  /** MCP sessions idle longer than this are closed (they hold a server object each). */
-  sessionIdleMs: number;
   logLevel: string;
 }
 
@@ -133,7 +131,6 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
-    sessionIdleMs: 30 * 60_000,
     logLevel: logLevel(env),
   });
 }
