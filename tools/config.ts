@@ -32,6 +32,8 @@ export interface ToolServerConfig {
   adminEmails: readonly string[];
   /** The web application's Auth.js users table, read for USER_NOT_PROVISIONED. */
   usersTable: string;
+  /** How long a user found in the users table is remembered; a deleted user is refused within this time. */
+  usersCacheMs: number;
   /** Host-header patterns (`host:*` = any port); empty = no host guard. */
   allowedHosts: readonly string[];
   /** Allowed `Origin` values; empty = no origin guard. */
@@ -128,6 +130,7 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     identitySecret: secret,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
     usersTable,
+    usersCacheMs: 5_000,
     allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,

@@ -77,7 +77,10 @@ export async function startToolServer(
         service: name,
         identitySecret: config.identitySecret,
         hostGuard: createHostGuard(config.allowedHosts, config.allowedOrigins),
-        provisioning: createProvisioningCheck(pool, config.usersTable),
+        provisioning: createProvisioningCheck(pool, {
+          usersTable: config.usersTable,
+          cacheMs: config.usersCacheMs,
+        }),
         mcp,
       },
       log,

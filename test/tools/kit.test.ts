@@ -23,11 +23,16 @@ beforeAll(async () => {
   db = await createTestDatabase();
   user = await seedUser(db.pool);
   relay = await startPostgresRelay(db.url);
-  server = await startInProcess('platform', {
-    DATABASE_URL: relay.url,
-    PLATFORM_MCP_ALLOWED_HOSTS: '127.0.0.1:*,tools.internal:3000',
-    PLATFORM_MCP_ALLOWED_ORIGINS: 'https://platform.example.com',
-  });
+  // No users cache here: the outage test below needs every request to ask the database.
+  server = await startInProcess(
+    'platform',
+    {
+      DATABASE_URL: relay.url,
+      PLATFORM_MCP_ALLOWED_HOSTS: '127.0.0.1:*,tools.internal:3000',
+      PLATFORM_MCP_ALLOWED_ORIGINS: 'https://platform.example.com',
+    },
+    { usersCacheMs: 0 },
+  );
 });
 
 afterAll(async () => {
@@ -347,6 +352,54 @@ describe('database down', () => {
     } finally {
       await relay.up();
       await mcp.close();
+    }
+  });
+});
+
+describe('users cache', () => {
+  it('remembers a found user for its lifetime (no query), then refuses a deleted user', async () => {
+    const cached = await startInProcess('platform', { DATABASE_URL: relay.url }, { usersCacheMs: 1500 });
+    const gone = await seedUser(db.pool);
+    const mcp = await connectMcp(cached.mcpUrl, identityFor(gone));
+    try {
+      expect(toolJson(await mcp.call('whoami')).email).toBe(gone.email);
+      // Within the lifetime the users table is not asked: with the database unreachable the call still works.
+      await relay.down();
+      expect(toolJson(await mcp.call('whoami')).email).toBe(gone.email);
+      await relay.up();
+      await db.pool.query('DELETE FROM users WHERE id = $1', [gone.id]);
+      await new Promise((r) => setTimeout(r, 1600));
+      await expect(mcp.call('whoami')).rejects.toThrow(/401|USER_NOT_PROVISIONED/);
+    } finally {
+      await relay.up();
+      await mcp.close();
+      await cached.close();
+    }
+  });
+
+  it('never remembers an unknown user: one provisioned afterwards gets in at once', async () => {
+    const cached = await startInProcess('platform', { DATABASE_URL: db.url }, { usersCacheMs: 60_000 });
+    const later = { email: `later-${Date.now()}@example.com`, sub: 'later-sub' };
+    try {
+      await expect401(
+        await fetch(cached.mcpUrl, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...signedHeaders(identityFor(later)),
+          },
+          body: JSON.stringify(INIT),
+        }),
+        'USER_NOT_PROVISIONED',
+        /not provisioned/,
+      );
+      await db.pool.query('INSERT INTO users (name, email) VALUES ($1, $2)', ['Later', later.email]);
+      const mcp = await connectMcp(cached.mcpUrl, identityFor(later));
+      expect(toolJson(await mcp.call('whoami')).email).toBe(later.email);
+      await mcp.close();
+    } finally {
+      await cached.close();
     }
   });
 });
