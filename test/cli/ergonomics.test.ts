@@ -142,6 +142,20 @@ describe('a server that is not there', () => {
     );
   });
 
+  it('call and tools name the gateway and the variable it came from', async () => {
+    for (const cmd of [
+      ['call', 'platform', 'whoami'],
+      ['tools', 'platform'],
+    ]) {
+      const r = await runPlatform([...cmd, '--token', 'x'], { HOME: home.dir, PLATFORM_GATEWAY_URL: dead });
+      expect(r).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `platform: cannot reach the gateway at ${dead}/platform/mcp (from PLATFORM_GATEWAY_URL): connection refused (is it running?)\n`,
+      });
+    }
+  });
+
   it('admin names the IdP it could not reach and how to name another', async () => {
     const r = await runPlatform(['admin', 'keys', '--token', 'x'], { HOME: home.dir, PLATFORM_ISSUER: dead });
     expect(r).toEqual({
