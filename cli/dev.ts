@@ -39,6 +39,7 @@ function banner(stack: DevStack, config: DevConfig): string {
     'Sign in from another terminal (the sign-in page offers the development user), then call a tool:',
     '',
     `  ${command} login${issuerFlag}`,
+    `  ${command} tools platform${gatewayFlag}`,
     `  ${command} call platform whoami${gatewayFlag}`,
     `  ${command} admin audit --limit 5`,
     '',
