@@ -165,6 +165,25 @@ describe('a server that is not there', () => {
     });
   });
 
+  it('migrate and dev name the database they could not reach, without its password', async () => {
+    const port = await freePort();
+    const url = `postgresql://postgres:hunter2@127.0.0.1:${port}/platform`;
+    const line = `platform: cannot reach the database at postgresql://postgres:***@127.0.0.1:${port}/platform (DATABASE_URL): connection refused (is it running?)\n`;
+    expect(await runPlatform(['migrate'], { DATABASE_URL: url })).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: line,
+    });
+    const dev = await runPlatform(['dev'], {
+      DATABASE_URL: url,
+      PLATFORM_DEV_DATA_DIR: join(scratch, 'dev-data'),
+      IDP_PORT: String(await freePort()),
+      GATEWAY_PORT: String(await freePort()),
+    });
+    expect(dev.code).toBe(1);
+    expect(dev.stderr).toBe(line);
+  });
+
   it('admin without a login says to log in', async () => {
     const r = await runPlatform(['admin', 'keys'], { XDG_CONFIG_HOME: home.dir, PLATFORM_ISSUER: dead });
     expect(r).toEqual({ code: 1, stdout: '', stderr: 'platform: not logged in: run `platform login`\n' });
