@@ -12,7 +12,7 @@ import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from
 import { answerConsent, authorizeRequest, exchangeCode, parseConsentForm } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
-export const SCREENSHOTS = join(tmpdir(), 'platform-idp-screenshots');
+const SCREENSHOTS = join(tmpdir(), 'platform-idp-screenshots');
 
 let db: TestDatabase;
 let idp: IdpProcess;
