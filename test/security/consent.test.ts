@@ -12,7 +12,7 @@ import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from
 import { answerConsent, authorizeRequest, exchangeCode, parseConsentForm } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
-export const SCREENSHOTS = join(tmpdir(), 'platform-idp-screenshots');
+const SCREENSHOTS = join(tmpdir(), 'platform-idp-screenshots');
 
 let db: TestDatabase;
 let idp: IdpProcess;
@@ -259,6 +259,17 @@ describe('everything the page reflects is escaped', () => {
     // The form carries the values back unchanged (escaping is only the page's encoding).
     const form = parseConsentForm(r.body)!;
     expect(form.fields.get('state')).toBe(XSS_STATE);
+  });
+
+  it('the refused page escapes what it reflects (a parameter name in the error)', async () => {
+    const name = '<script>alert(1)</script>';
+    const q = `${encodeURIComponent(name)}=1&${encodeURIComponent(name)}=2`;
+    const res = await fetch(`${idp.url}/oauth/authorize?${q}`, { redirect: 'manual' });
+    const body = await res.text();
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(body).toContain('&#60;script&#62;alert(1)&#60;/script&#62;');
+    expect(body).not.toContain(name);
   });
 
   it('an invalid scope is never reflected: the request goes back with invalid_scope', async () => {
