@@ -125,7 +125,11 @@ describe('a body over GATEWAY_MAX_BODY_BYTES', () => {
     const before = upstream.requests.length;
     for (const path of ['/health', '/mail/.well-known/oauth-protected-resource', '/mail/health']) {
       // node:http frames a GET body only when told how: a declared length, or chunked.
-      for (const headers of [{ 'content-length': String(big.length) }, { 'transfer-encoding': 'chunked' }]) {
+      const framings: Array<Record<string, string>> = [
+        { 'content-length': String(big.length) },
+        { 'transfer-encoding': 'chunked' },
+      ];
+      for (const headers of framings) {
         const r = await call(`${gateway.url}${path}`, { method: 'GET', body: big, headers });
         expect(r.status, `${path} ${JSON.stringify(headers)}`).toBe(413);
         expect(errorOf(r)).toMatchObject({ code: 'PAYLOAD_TOO_LARGE', reason: 'body_too_large' });
