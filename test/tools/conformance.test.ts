@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { freePort } from '../helpers/processes.ts';
 import { type SigningProxy, startSigningProxy } from './conformance/signing-proxy.ts';
-import { IDENTITY_SECRET, type InProcessServer, startInProcess } from './helpers.ts';
+import { type InProcessServer, startInProcess, toolKey } from './helpers.ts';
 
 const SUITE = fileURLToPath(
   new URL('../../node_modules/@modelcontextprotocol/conformance/dist/index.js', import.meta.url),
@@ -39,7 +39,8 @@ beforeAll(async () => {
   proxy = await startSigningProxy({
     target: server.url,
     port: proxyPort,
-    secret: IDENTITY_SECRET,
+    service: 'mail',
+    key: toolKey('mail'),
     identity: {
       email: user.email,
       sub: user.sub,

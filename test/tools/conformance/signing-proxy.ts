@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Identity, signIdentity } from '../../../lib/identity.ts';
+import { bodySha256, type Identity, signIdentity } from '../../../lib/identity.ts';
 
 export interface SigningProxy {
   url: string;
@@ -38,7 +38,9 @@ function mapErrorScenario(body: Buffer): Buffer {
 export async function startSigningProxy(opts: {
   target: string;
   identity: Omit<Identity, 'requestId' | 'jti'>;
-  secret: string;
+  service: string;
+  /** The service's identity key (TOOL_IDENTITY_KEY). */
+  key: string;
   port?: number;
 }): Promise<SigningProxy> {
   const target = new URL(opts.target);
@@ -53,7 +55,16 @@ export async function startSigningProxy(opts: {
       if (req.method !== 'GET' && req.method !== 'HEAD') headers['content-length'] = body.length;
       Object.assign(
         headers,
-        signIdentity(opts.secret, { ...opts.identity, jti: randomUUID(), requestId: randomUUID() }),
+        signIdentity(
+          opts.key,
+          {
+            service: opts.service,
+            method: req.method ?? '',
+            path: req.url ?? '',
+            bodySha256: bodySha256(body),
+          },
+          { ...opts.identity, jti: randomUUID(), requestId: randomUUID() },
+        ),
       );
       const upstream = http.request(
         { host: target.hostname, port: target.port, method: req.method, path: req.url, headers },
