@@ -89,7 +89,13 @@ export class Terminal {
       },
       async interrupt() {
         if (!done) process.kill(-child.pid!, 'SIGINT');
-        return exited;
+        // A stack that does not stop within 30 s is killed, so a failing run leaves nothing behind.
+        const timer = setTimeout(() => {
+          if (!done) process.kill(-child.pid!, 'SIGKILL');
+        }, 30_000);
+        const code = await exited;
+        clearTimeout(timer);
+        return code;
       },
     };
   }
