@@ -191,6 +191,29 @@ describe('platform admin audit', () => {
     ).toHaveLength(3);
   });
 
+  it('an export larger than one read batch arrives whole, in order, rows of the same instant included', async () => {
+    // 2500 issuances at one and the same instant: only the (time, record, id) position keeps batches apart.
+    await db.pool.query(
+      `INSERT INTO platform.issuance_audit (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
+       SELECT '2026-01-01T00:00:00Z', gen_random_uuid(), 'refresh_token', 'u', 'bulk-sub', 'bulk@example.com',
+              'platform-cli', 'openid', '2026-01-01T01:00:00Z'
+         FROM generate_series(1, 2500)`,
+    );
+    const r = await admin(['audit', '--email', 'bulk@example.com', '--format', 'jsonl']);
+    expect(r.code, r.stderr).toBe(0);
+    const ids = r.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => Number((JSON.parse(l) as { id: string }).id.split(':')[1]));
+    expect(ids).toHaveLength(2500);
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
+    expect(new Set(ids).size).toBe(2500);
+    const paged = JSON.parse(
+      (await admin(['audit', '--email', 'bulk@example.com', '--limit', '1200', '--json'])).stdout,
+    );
+    expect(paged.map((x: { id: string }) => Number(x.id.split(':')[1]))).toEqual(ids.slice(0, 1200));
+  });
+
   it('a cell a spreadsheet would run as a formula is defused in the CSV', async () => {
     const user = await seedUser(db.pool, { email: '=cmd@example.com' });
     await signIn(idp.issuer, user.sessionToken, { scope: 'openid' });
