@@ -67,7 +67,10 @@ function withDeadline(timeoutMs: number, seen: Refusal): FetchLike {
     const res = await fetch(input, { ...init, signal });
     if (res.status >= 400) {
       seen.status = res.status;
-      seen.body = await res.clone().text().catch(() => '');
+      seen.body = await res
+        .clone()
+        .text()
+        .catch(() => '');
     } else {
       seen.status = undefined;
       seen.body = undefined;
