@@ -5,6 +5,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  metricsPort,
   optionalString,
   port,
   redisUrl,
@@ -27,6 +28,8 @@ export interface IdpConfig {
   databaseUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
+  /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
+  metricsPort: number | undefined;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -75,8 +78,9 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
   if (opts.redisRequired !== false && redis === undefined) {
     throw new ConfigError('REDIS_URL', 'is required (revocations are published through Redis)');
   }
+  const idpPort = port(env, 'IDP_PORT', 4000);
   return Object.freeze({
-    port: port(env, 'IDP_PORT', 4000),
+    port: idpPort,
     issuer,
     privateKey: requiredString(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
@@ -88,6 +92,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     databaseUrl: databaseUrl(env),
     redisUrl: redis,
     logLevel: logLevel(env),
+    metricsPort: metricsPort(env, idpPort),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { IdpMetrics } from './metrics.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
@@ -19,6 +20,8 @@ export interface IdpContext {
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   revocations: RevocationPublisher;
+  /** Grant, reuse and rate-limit counters; absent when the process serves no metrics. */
+  metrics?: IdpMetrics;
 }
 
 export interface Exchange {

@@ -3,10 +3,13 @@ import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
+import { instrument } from '../lib/metrics.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { type IdpMetrics, idpRouteOf } from './metrics.ts';
+import { routes } from './routes.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
@@ -31,6 +34,8 @@ export interface IdpDeps {
    * sign-in page (`/api/auth/*`) on the provider's own origin, where PLATFORM_LOGIN_URL points by default.
    */
   wrapHandler?: (idp: Handler) => Handler;
+  /** Request, grant and rate-limit metrics; absent: nothing is recorded. */
+  metrics?: IdpMetrics;
 }
 
 /**
@@ -83,10 +88,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       }),
       sessions: createSessionStore(pool, config.authjs),
       revocations,
+      metrics: deps.metrics,
     };
+    const idpHandler = deps.wrapHandler
+      ? deps.wrapHandler(createIdpHandler(ctx, log))
+      : createIdpHandler(ctx, log);
+    const paths = new Set(routes(config, keys).keys());
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+      deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);

@@ -5,6 +5,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  metricsPort,
   optionalString,
   port,
   requiredString,
@@ -41,6 +42,8 @@ export interface ToolServerConfig {
   /** MCP sessions idle longer than this are closed (they hold a server object each). */
   sessionIdleMs: number;
   logLevel: string;
+  /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
+  metricsPort: number | undefined;
 }
 
 // Same bound the IdP uses for its table settings: a plain identifier, optionally schema-qualified.
@@ -123,9 +126,10 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
       `must be a table name (optionally schema.table), got "${usersTable}"`,
     );
   }
+  const toolPort = port(env, `${prefix}_MCP_PORT`, 3000);
   return Object.freeze({
     service: name,
-    port: port(env, `${prefix}_MCP_PORT`, 3000),
+    port: toolPort,
     databaseUrl: dbUrl,
     identitySecret: secret,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
@@ -135,5 +139,6 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     graph: name === 'mail' ? graphConfig(env) : undefined,
     sessionIdleMs: 30 * 60_000,
     logLevel: logLevel(env),
+    metricsPort: metricsPort(env, toolPort),
   });
 }

@@ -3,10 +3,12 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createPool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
+import { instrument } from '../lib/metrics.ts';
 import type { ToolServerConfig, ToolServiceName } from './config.ts';
 import { dealsService } from './deals/server.ts';
 import { createToolHandler } from './kit/app.ts';
 import { createHostGuard } from './kit/host-guard.ts';
+import { NO_MONITORS, type ToolMetrics, toolRouteOf } from './kit/monitors.ts';
 import { probeDatabase } from './kit/probe.ts';
 import { createProvisioningCheck } from './kit/provisioning.ts';
 import type { ToolService } from './kit/service.ts';
@@ -31,6 +33,8 @@ export interface ToolServerDeps {
   log: Logger;
   /** Interface to listen on; all interfaces when omitted. */
   host?: string;
+  /** Request metrics and the 24-hour monitors; absent: nothing is recorded. */
+  metrics?: ToolMetrics;
 }
 
 /**
@@ -54,7 +58,8 @@ export async function startToolServer(
     await probeDatabase(pool, [config.usersTable, ...service.tables]);
     log.info('DB reachable, schema accessible');
 
-    const started = await service.start({ config, pool, log });
+    const monitors = deps.metrics?.monitors ?? NO_MONITORS;
+    const started = await service.start({ config, pool, log, monitors });
     stopService = started.close;
     const sessions = createSessionManager({
       log,
@@ -64,7 +69,7 @@ export async function startToolServer(
           { name: `platform-${service.name}`, version: service.version },
           { instructions: service.instructions },
         );
-        registerTools(server, started.tools, log);
+        registerTools(server, started.tools, log, monitors);
         return server;
       },
     });
@@ -83,7 +88,7 @@ export async function startToolServer(
     );
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      handler,
+      deps.metrics ? instrument(handler, deps.metrics.http, toolRouteOf(name)) : handler,
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
