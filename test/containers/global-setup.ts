@@ -42,7 +42,9 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
       say(`CONTAINER_SUITE_KEEP=1: stack ${info.project} left up (env file ${info.envFile})`);
       return Promise.resolve();
     }
-    down ??= stackDown(cfg, info).then(() => say(`stack ${info.project} down`));
+    down ??= stackDown(cfg, info).then(() => {
+      say(`stack ${info.project} down`);
+    });
     return down;
   };
   // Interrupted runs tear down too (a SIGKILLed one is cleaned up by the next run's removeAbandonedStacks).
