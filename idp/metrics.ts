@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Counter } from 'prom-client';
 import { createProcessMetrics, type ProcessMetrics } from '../lib/metrics.ts';
+import { RateLimitedError, type RateLimiter } from './rate-limit.ts';
 
 /** The IdP's series beside the request metrics every process has. */
 export interface IdpMetrics extends ProcessMetrics {
@@ -56,4 +57,18 @@ const GRANT_TYPES = new Set([
 /** A grant_type label from a client-supplied value: the known ones, else `other`. */
 export function grantTypeLabel(value: string | undefined): string {
   return value !== undefined && GRANT_TYPES.has(value) ? value : 'other';
+}
+
+/** The rate limiter, with every refusal counted by endpoint. */
+export function countingRefusals(limiter: RateLimiter, metrics: IdpMetrics): RateLimiter {
+  return {
+    async consume(endpoint, req) {
+      try {
+        await limiter.consume(endpoint, req);
+      } catch (err) {
+        if (err instanceof RateLimitedError) metrics.rateLimited.inc({ endpoint });
+        throw err;
+      }
+    },
+  };
 }

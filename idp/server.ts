@@ -8,8 +8,11 @@ import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revoc
 import { createIdpHandler, type Handler } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
-import { type IdpMetrics, idpRouteOf } from './metrics.ts';
+import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
+import { createRateLimiter } from './rate-limit.ts';
+import { createRevocationService, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
+import { createAdminAuditStore } from './store/admin-audit.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
@@ -52,6 +55,16 @@ async function usersIdType(pool: Pool, table: string): Promise<string | undefine
   return t && /^[a-z0-9 ()_,]+$/.test(t) ? t : undefined;
 }
 
+/** Writes the recorded, still-live revocations to the denylist; a failure is logged and retried next time. */
+async function replayRevocations(revocation: RevocationService, log: Logger): Promise<void> {
+  try {
+    const n = await revocation.replay();
+    log.info({ entries: n }, 'revocations replayed to the denylist');
+  } catch (err) {
+    log.warn({ err: { message: (err as Error).message } }, 'revocations could not be replayed yet');
+  }
+}
+
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
   const { log } = deps;
   const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
@@ -70,6 +83,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);
   }
+  const publisher = revocations;
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
@@ -77,6 +91,18 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
+    const revocation = createRevocationService({
+      pool,
+      publisher,
+      log: log.child({ component: 'revocation' }),
+      usersTable: idType ? ident(config.authjs.usersTable) : undefined,
+    });
+    const limiter = createRateLimiter({
+      issuer: config.issuer,
+      limits: config.rateLimits,
+      trustedProxies: config.trustedProxies,
+      redis,
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -87,9 +113,21 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
-      revocations,
+      revocations: publisher,
+      revocation,
+      adminAudit: createAdminAuditStore(pool),
+      rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
+      pool,
       metrics: deps.metrics,
     };
+    if (redis) {
+      // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
+      redis.on('ready', () => void replayRevocations(revocation, log));
+      if (redis.status === 'ready') await replayRevocations(revocation, log);
+    } else {
+      // The in-process store starts empty on every start (platform dev): fill it before serving.
+      await replayRevocations(revocation, log);
+    }
     const idpHandler = deps.wrapHandler
       ? deps.wrapHandler(createIdpHandler(ctx, log))
       : createIdpHandler(ctx, log);
