@@ -86,6 +86,11 @@ describe('granting platform:admin', () => {
     const t = await signIn(idp.issuer, plain.sessionToken, { scope: ADMIN_SCOPES });
     expect(t.scope.split(' ')).not.toContain('platform:admin');
     expect(String(decodeJwt(t.access_token).scope).split(' ')).not.toContain('platform:admin');
+    // Not in the stored grant either (the token endpoint drops it again, but the grant is the record).
+    const { rows } = await db.pool.query('SELECT scope FROM platform.refresh_tokens WHERE email = $1', [
+      plain.email,
+    ]);
+    for (const r of rows) expect(String(r.scope).split(' ')).not.toContain('platform:admin');
   });
 });
 
