@@ -115,7 +115,7 @@ export interface UpReport {
 export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): Promise<UpReport> {
   const project = `${PROJECT_PREFIX}${process.pid}x${randomBytes(3).toString('hex')}`;
   const workDir = mkdtempSync(join(tmpdir(), `${project}-`));
-  const [proxyPort, prometheusPort] = [await freePort(), await freePort()];
+  const [proxyPort, prometheusPort, postgresPort] = [await freePort(), await freePort(), await freePort()];
   const baseUrl = `http://127.0.0.1:${proxyPort}`;
   const postgresPassword = randomBytes(12).toString('hex');
   // Prometheus as deployed, but scraping and evaluating every 2 s so the suite sees series and alerts quickly.
@@ -150,6 +150,7 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
     PROMETHEUS_CONFIG: promConfig,
     PROXY_HOST_PORT: String(proxyPort),
     PROMETHEUS_HOST_PORT: String(prometheusPort),
+    POSTGRES_HOST_PORT: String(postgresPort),
     IDP_REPLICAS: String(REPLICAS),
     GATEWAY_REPLICAS: String(REPLICAS),
     TOOL_REPLICAS: String(REPLICAS),
@@ -178,8 +179,7 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
   try {
     const t0 = performance.now();
     await compose(cfg, info, ['up', '-d', '--no-build', 'postgres', 'redis']);
-    const published = (await compose(cfg, info, ['port', 'postgres', '5432'])).stdout.trim();
-    info.databaseUrl = `postgresql://platform:${postgresPassword}@${published}/platform`;
+    info.databaseUrl = `postgresql://platform:${postgresPassword}@127.0.0.1:${postgresPort}/platform`;
     await waitFor('postgres', 60_000, async () => {
       const c = new pg.Client({ connectionString: info.databaseUrl, connectionTimeoutMillis: 2000 });
       try {
