@@ -180,13 +180,15 @@ export function checkTunnelIngress(
 ): CheckRow[] {
   const host = new URL(baseUrl).hostname;
   const tunnel = t.services.get('tunnel');
-  const mount = tunnel?.volumes?.find((v) => v.split(':')[1]?.endsWith('/config.yml'));
+  const mount = tunnel?.volumes
+    ?.map((v) => interpolate(v, t.vars))
+    .find((v) => v.split(':')[1]?.endsWith('/config.yml'));
   return services.map((s) => {
     const id = { ref: '#10', subject: s, name: 'tunnel ingress: host and two path rules' };
     if (!mount) return skip(id, 'the compose file has no tunnel service mounting a config.yml');
     let rules: IngressRule[];
     try {
-      const file = resolve(t.dir, interpolate(mount, t.vars).split(':')[0]!);
+      const file = resolve(t.dir, mount.split(':')[0]!);
       rules = ((parse(readFileSync(file, 'utf8')) as { ingress?: IngressRule[] }).ingress ??
         []) as IngressRule[];
     } catch (err) {
