@@ -1,6 +1,6 @@
 // Running the docker and compose CLIs, and making sure a Docker Engine answers (starting dockerd as root).
 import { execFile, spawn } from 'node:child_process';
-import { openSync } from 'node:fs';
+import { existsSync, openSync } from 'node:fs';
 import type { ContainerSuiteConfig } from './config.ts';
 
 export interface RunResult {
@@ -67,7 +67,8 @@ export async function ensureEngine(cfg: ContainerSuiteConfig): Promise<string> {
       );
     }
     const log = openSync(cfg.dockerdLog, 'a');
-    const child = spawn('dockerd', [], { detached: true, stdio: ['ignore', log, log] });
+    const dockerd = existsSync('/usr/sbin/dockerd') ? '/usr/sbin/dockerd' : 'dockerd';
+    const child = spawn(dockerd, [], { detached: true, stdio: ['ignore', log, log] });
     child.on('error', () => {});
     child.unref();
     const deadline = Date.now() + 60_000;
