@@ -11,7 +11,7 @@ import type { GatewayConfig, ServiceConfig } from './config.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
-import { type BodyLimits, readWholeBody } from './proxy/body.ts';
+import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
@@ -22,6 +22,8 @@ export interface GatewayContext {
   verify: VerifyToken;
   revocation: RevocationCheck;
   upstreams: ReadonlyMap<string, Upstream>;
+  /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
+  bodies: BodyReader;
   log: Logger;
 }
 
@@ -108,11 +110,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     fail: (req, res, requestId, service, err) =>
       sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
   };
-  const bodyLimits: BodyLimits = { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs };
+  const bodies = ctx.bodies;
 
   /** Public routes answered here: the body (if any) is read and dropped first, so the size limit holds here too. */
   function answer(req: IncomingMessage, res: ServerResponse, x: Exchange, body: string): void {
-    readWholeBody(req, x.h, bodyLimits, (err) => {
+    bodies.read(req, x.h, (err) => {
       if (err) fail(req, res, x.requestId, x.route, err);
       else sendJsonBody(res, 200, body, ['x-request-id', x.requestId]);
     });
@@ -120,7 +122,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   /** The tool server's liveness: proxied without identity, its body bounded like any other. */
   function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange, route: Route): void {
-    readWholeBody(req, x.h, bodyLimits, (err, body) => {
+    bodies.read(req, x.h, (err, body) => {
       if (err) return fail(req, res, x.requestId, route, err);
       x.h.forward.push('x-request-id', x.requestId);
       const { upstream } = route;
@@ -145,7 +147,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
     // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
-    readWholeBody(req, h, bodyLimits, (err, body) => {
+    bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
       const { upstream } = route;
       const path = upstream.basePath + req.url;

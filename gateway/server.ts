@@ -12,6 +12,7 @@ import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
+import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
 import { memoryRevocationCheck, type RevocationCheck, RevocationMirror } from './revocation/mirror.ts';
@@ -93,7 +94,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const upstreams = new Map<string, Upstream>(
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
-  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, log });
+  const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
+  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
   const handler = metrics
     ? instrument(gatewayHandler, metrics.http, gatewayRouteOf(new Set(config.services.map((s) => s.name))))
@@ -111,6 +113,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
 
   const release = async () => {
     sync?.stop();
+    bodies.close();
     await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
     await redis?.close();
     await http.close();

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
@@ -5,7 +6,7 @@ import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
-import { createIdpHandler, type Handler } from './app.ts';
+import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
@@ -15,6 +16,7 @@ import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
+import { createConsentStore } from './store/consents.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { JwtSigner } from './tokens/jwt.ts';
@@ -109,6 +111,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       signer: new JwtSigner(keys[0]!),
       clients: createClientStore(pool),
       codes: createCodeStore(pool),
+      consents: createConsentStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
@@ -119,6 +122,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,
       metrics: deps.metrics,
+      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
     if (redis) {
       // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
@@ -134,7 +138,9 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     const paths = new Set(routes(config, keys).keys());
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
+      withResponseHeaders(
+        deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
+      ),
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
