@@ -14,6 +14,7 @@ import { protectedResourceMetadata } from './metadata.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
+import { checkMcpHeaders } from './proxy/mcp-headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
 
@@ -149,6 +150,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
     bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
+      if (h.mcpMethod !== undefined && req.method === 'POST') {
+        try {
+          checkMcpHeaders(h, body);
+        } catch (e) {
+          return fail(req, res, requestId, route, e);
+        }
+      }
       const { upstream } = route;
       const path = upstream.basePath + req.url;
       const signed: SignedRequest = {

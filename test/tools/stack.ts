@@ -1,5 +1,5 @@
 // The real stack for the end-to-end tests: `platform idp`, the three `platform tool` servers and
-// `platform gateway`, each its own process, on free ports, against one test database and the suite's Redis.
+// `platform gateway`, each its own process (optionally several replicas of each tool server), on free ports, against one test database and the suite's Redis.
 import { inject } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import {
@@ -20,13 +20,17 @@ export interface Stack {
   gateway: RunningProcess;
   /** The gateway's public origin, `{base_url}`. */
   baseUrl: string;
+  /** The first replica of each tool server. */
   tools: Record<(typeof SERVICES)[number], RunningProcess>;
+  /** Every replica of each tool server, in the order the gateway's upstream list names them. */
+  replicas: Record<(typeof SERVICES)[number], RunningProcess[]>;
   /** The deals server reaches Postgres through this relay, so a test can take its database away. */
   dealsDb: PostgresRelay;
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { adminEmails?: string[] } = {}): Promise<Stack> {
+export async function startStack(opts: { adminEmails?: string[]; replicas?: number } = {}): Promise<Stack> {
+  const replicaCount = opts.replicas ?? 1;
   const db = await createTestDatabase();
   const dealsDb = await startPostgresRelay(db.url);
   const gatewayPort = await freePort();
@@ -40,20 +44,27 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
     });
     started.push(idp);
     const tools = {} as Stack['tools'];
+    const replicas = {} as Stack['replicas'];
     const upstreams: Record<string, string> = {};
     await Promise.all(
       SERVICES.map(async (name) => {
-        const port = await freePort();
-        const p = startPlatform(['tool', name], {
-          DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
-          TOOL_IDENTITY_KEY: toolKey(name),
-          PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
-          [`${name.toUpperCase()}_MCP_PORT`]: String(port),
-        });
-        started.push(p);
-        await p.waitFor(new RegExp(`${name} tool server listening`));
-        tools[name] = p;
-        upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = `http://127.0.0.1:${port}`;
+        const started1 = await Promise.all(
+          Array.from({ length: replicaCount }, async () => {
+            const port = await freePort();
+            const p = startPlatform(['tool', name], {
+              DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
+              TOOL_IDENTITY_KEY: toolKey(name),
+              PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
+              [`${name.toUpperCase()}_MCP_PORT`]: String(port),
+            });
+            started.push(p);
+            await p.waitFor(new RegExp(`${name} tool server listening`), 60_000);
+            return { p, url: `http://127.0.0.1:${port}` };
+          }),
+        );
+        tools[name] = started1[0]!.p;
+        replicas[name] = started1.map((r) => r.p);
+        upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = started1.map((r) => r.url).join(',');
       }),
     );
     const gateway = await startGatewayProcess(
@@ -75,6 +86,7 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
       gateway,
       baseUrl,
       tools,
+      replicas,
       dealsDb,
       async stop() {
         await Promise.all(started.map((p) => p.stop()));
