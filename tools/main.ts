@@ -4,7 +4,7 @@ import { createLogger } from '../lib/logger.ts';
 import { serveMetrics } from '../lib/metrics.ts';
 import { loadToolConfig } from './config.ts';
 import { createToolMetrics } from './kit/monitors.ts';
-import { startToolServer } from './server.ts';
+import { SHUTDOWN_LINGER_MS, startToolServer } from './server.ts';
 
 /**
  * `platform tool <name>`: configuration from the environment only, validated before anything connects; the
@@ -22,7 +22,7 @@ export async function main(name: string, env: Env): Promise<void> {
   // After the probe: a server that cannot start serves no metrics either (its exit is the signal).
   const metricsServer = metrics && (await serveMetrics(metrics.registry, config.metricsPort!, log));
   onShutdown(log, async () => {
-    await server.close();
+    await server.close({ lingerMs: SHUTDOWN_LINGER_MS });
     await metricsServer?.close();
   });
 }

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { createPool } from '../lib/db.ts';
-import { drain, listen } from '../lib/lifecycle.ts';
+import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import type { ToolServerConfig, ToolServiceName } from './config.ts';
@@ -27,8 +27,18 @@ const SERVICES: Readonly<Record<ToolServiceName, ToolService>> = {
 export interface RunningToolServer {
   url: string;
   port: number;
-  close(): Promise<void>;
+  /**
+   * Drains and releases everything. `lingerMs` (the process's SIGTERM path) first hands the kept-alive
+   * connections back to their clients (lib/lifecycle.ts `linger`), so a replica stopped under load fails none
+   * of the requests the gateway sends it meanwhile.
+   */
+  close(opts?: { lingerMs?: number }): Promise<void>;
 }
+
+/** The idle time advertised to the gateway (`Keep-Alive: timeout=5`); undici ends idle connections before it. */
+const KEEP_ALIVE_MS = 5_000;
+/** Longer than KEEP_ALIVE_MS, so every connection the gateway still holds has ended by then. */
+export const SHUTDOWN_LINGER_MS = 6_000;
 
 export interface ToolServerDeps {
   log: Logger;
@@ -95,7 +105,9 @@ export async function startToolServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
       deps.metrics ? instrument(handler, deps.metrics.http, toolRouteOf(name)) : handler,
     );
-    server.keepAliveTimeout = 65_000;
+    // Behind the gateway only (never a load balancer): a short advertised idle time lets the gateway's pool end
+    // idle connections itself, which is what makes a graceful stop race-free (see close({ lingerMs })).
+    server.keepAliveTimeout = KEEP_ALIVE_MS;
     const addr = await listen(server, config.port, deps.host);
     log.info(
       {
@@ -108,7 +120,8 @@ export async function startToolServer(
     return {
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
-      async close() {
+      async close(opts = {}) {
+        if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await mcp.close();
         await stopService?.();
