@@ -79,6 +79,9 @@ describe.each(TARGETS)('one $label replica', ({ service }) => {
       expect(victim, `${service} has two replicas`).toBeDefined();
       expect(survivor).toBeDefined();
       const dealId = `fault-${service}-${mode}-${randomBytes(3).toString('hex')}`;
+      // The fault's instant is a window: from sending `docker kill` to its return, which comes after the
+      // signal was delivered. Calls overlapping it were in flight at the kill; calls sent after it must not fail.
+      let issued = Number.POSITIVE_INFINITY;
       let instant = Number.POSITIVE_INFINITY;
       let refreshes: Promise<CallOutcome[]> | undefined;
       const run = await runLoad({
@@ -98,8 +101,10 @@ describe.each(TARGETS)('one $label replica', ({ service }) => {
         async during(t0) {
           if (service === 'idp') refreshes = refreshLoop(t0 + SECONDS * 1000, 3);
           await new Promise((r) => setTimeout(r, FAULT_AT_MS));
-          instant = performance.now();
+          issued = performance.now();
+          if (mode === 'stop') instant = issued;
           await docker(mode === 'stop' ? ['stop', '-t', '20', victim!] : ['kill', victim!]);
+          if (mode === 'kill') instant = performance.now();
         },
       });
       const refreshed = (await refreshes) ?? [];
@@ -107,7 +112,8 @@ describe.each(TARGETS)('one $label replica', ({ service }) => {
       await docker(['start', victim!]);
       await allHealthy();
 
-      const { inFlight, after } = around(run.outcomes, instant);
+      const { after } = around(run.outcomes, instant);
+      const inFlight = run.outcomes.filter((c) => c.start <= instant && c.end >= issued);
       const failed = run.outcomes.filter((c) => !c.ok);
       const rps = (run.outcomes.length / SECONDS).toFixed(1);
       say(
