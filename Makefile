@@ -15,13 +15,19 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway bench-tools node deps install uninstall test-tools bench-deps clean
+.PHONY: dev test test-containers lint typecheck check bench bench-idp bench-gateway bench-tools node deps install uninstall test-tools container-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
 
-test: deps test-tools
+# The container suite first (its own vitest config: one compose stack on a Docker Engine, fault runs; it prints
+# its timings), then the whole suite.
+test: deps test-tools container-tools
+	node node_modules/vitest/vitest.mjs run --config test/containers/vitest.config.ts
 	node node_modules/vitest/vitest.mjs run
+
+test-containers: deps container-tools
+	node node_modules/vitest/vitest.mjs run --config test/containers/vitest.config.ts
 
 lint: deps
 	node node_modules/@biomejs/biome/bin/biome check .
@@ -73,7 +79,8 @@ node_modules/.installed: package.json package-lock.json | $(NODE_DEP)
 
 # Tools from Debian: Chromium for the browser tests (driven by playwright-core, no browser download), Caddy for
 # the deploy/Caddyfile test, HAProxy for the benchmark's reference proxy (and the test that holds it to the
-# gateway's job). Installed when missing and apt-get is usable as root; otherwise one line says what to install.
+# gateway's job), promtool (package prometheus) for the alert rules' test. Installed when missing and apt-get
+# is usable as root; otherwise one line says what to install.
 # $(1): name:path pairs; $(2): who needs them; $(3): what to do when they cannot be had (exit 1, or carry on).
 define debian-packages
 	@missing=""; for p in $(1); do [ -x "$${p#*:}" ] || missing="$$missing $${p%%:*}"; done; \
@@ -88,9 +95,15 @@ define debian-packages
 	fi
 endef
 
-TEST_PACKAGES := chromium:/usr/bin/chromium caddy:/usr/bin/caddy haproxy:/usr/sbin/haproxy
+TEST_PACKAGES := chromium:/usr/bin/chromium caddy:/usr/bin/caddy haproxy:/usr/sbin/haproxy prometheus:/usr/bin/promtool
 test-tools:
 	$(call debian-packages,$(TEST_PACKAGES),the tests,exit 1)
+
+# The container suite: Debian's Docker Engine and docker-compose, debootstrap for the base image (no registry is
+# reachable) and promtool. The suite itself starts dockerd when its socket does not answer.
+CONTAINER_PACKAGES := docker.io:/usr/sbin/dockerd docker-compose:/usr/bin/docker-compose debootstrap:/usr/sbin/debootstrap prometheus:/usr/bin/promtool
+container-tools:
+	$(call debian-packages,$(CONTAINER_PACKAGES),the container suite,exit 1)
 
 # Without HAProxy the gateway benchmark still runs; it leaves out the reference row and says so.
 bench-deps:

@@ -64,10 +64,20 @@ program
   .requiredOption('--base-url <url>', 'public base URL of the deployment')
   .option('--service <name>', 'only this service (or a comma-separated list)')
   .option('--token <token>', 'a platform access token, to also check tools/list (default: PLATFORM_TOKEN)')
-  .action(async (opts: { baseUrl: string; service?: string; token?: string }) => {
-    const code = await (await import('../deploy/doctor.ts')).doctor(opts);
-    process.exitCode = code;
-  });
+  .option('--compose <file>', 'the compose file of the deployment: adds the container and file checks')
+  .option('--project <name>', 'its compose project (default: COMPOSE_PROJECT_NAME, the .env beside it)')
+  .action(
+    async (opts: {
+      baseUrl: string;
+      service?: string;
+      token?: string;
+      compose?: string;
+      project?: string;
+    }) => {
+      const code = await (await import('../deploy/doctor.ts')).doctor(opts);
+      process.exitCode = code;
+    },
+  );
 
 program
   .command('identity-key')

@@ -4,6 +4,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  metricsPort,
   oneOf,
   optionalString,
   port,
@@ -70,6 +71,8 @@ export interface GatewayConfig {
   redisUrl: string | undefined;
   identitySecret: string;
   logLevel: string;
+  /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
+  metricsPort: number | undefined;
   revocationMode: RevocationMode;
   /** Minimum interval between forced JWKS refetches (unknown kid) per issuer. */
   jwksCooldownMs: number;
@@ -261,8 +264,9 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
       throw new ConfigError(`${envPrefix(s.name)}_MCP_CLIENT_ID`, 'is set but IDP_TENANT_ID is not');
     }
   }
+  const gatewayPort = port(env, 'GATEWAY_PORT', 8080);
   return Object.freeze({
-    port: port(env, 'GATEWAY_PORT', 8080),
+    port: gatewayPort,
     publicBaseUrl,
     services: Object.freeze(services),
     platform: platform && Object.freeze(platform),
@@ -270,6 +274,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     redisUrl: redis,
     identitySecret,
     logLevel: logLevel(env),
+    metricsPort: metricsPort(env, gatewayPort),
     revocationMode: oneOf(env, 'GATEWAY_REVOCATION_MODE', ['fail-open', 'fail-closed'] as const, 'fail-open'),
     jwksCooldownMs: number(env, 'GATEWAY_JWKS_COOLDOWN_SECONDS', 30, { min: 0, max: 3600 }) * 1000,
     tokenCacheSize: integer(env, 'GATEWAY_TOKEN_CACHE_SIZE', 10_000, { min: 0, max: 1_000_000 }),

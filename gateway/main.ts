@@ -1,13 +1,21 @@
 import type { Env } from '../lib/config.ts';
 import { onShutdown } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
+import { serveMetrics } from '../lib/metrics.ts';
 import { loadGatewayConfig } from './config.ts';
+import { createGatewayMetrics } from './metrics.ts';
 import { startGateway } from './server.ts';
 
 /** `platform gateway`: configuration from the environment only, validated before listening. */
 export async function main(env: Env): Promise<void> {
   const config = loadGatewayConfig(env);
   const log = createLogger({ name: 'gateway', level: config.logLevel });
-  const gateway = await startGateway(config, { log });
-  onShutdown(log, () => gateway.close());
+  // Without METRICS_PORT nothing is recorded at all, so the request path pays nothing.
+  const metrics = config.metricsPort === undefined ? undefined : createGatewayMetrics();
+  const metricsServer = metrics && (await serveMetrics(metrics.registry, config.metricsPort!, log));
+  const gateway = await startGateway(config, { log, metrics });
+  onShutdown(log, async () => {
+    await gateway.close();
+    await metricsServer?.close();
+  });
 }

@@ -2,6 +2,7 @@ import { createServer } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
+import { instrument } from '../lib/metrics.ts';
 import type { MemoryRevocations } from '../lib/revocation.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
@@ -10,6 +11,7 @@ import type { GatewayConfig } from './config.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
 import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
@@ -24,6 +26,8 @@ export interface GatewayDeps {
    */
   revocations?: MemoryRevocations;
   host?: string;
+  /** Request, key-set and revocation metrics; absent: nothing is recorded (tests, `platform dev`). */
+  metrics?: GatewayMetrics;
 }
 
 export interface RunningGateway {
@@ -36,7 +40,7 @@ export interface RunningGateway {
 const MIRROR_STARTUP_WAIT_MS = 3000;
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
-  const { log } = deps;
+  const { log, metrics } = deps;
   const http = new JwksHttpClient();
   let redis: RedisClients | undefined;
   let sync: RevocationSync | undefined;
@@ -52,7 +56,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     );
     store = new RedisJwksStore(redis.cmd);
     const mirror = new RevocationMirror(config.revocationMode);
-    sync = startRevocationSync(mirror, redis, log);
+    sync = startRevocationSync(mirror, redis, log, metrics && ((event) => recordRevocation(metrics, event)));
     revocation = mirror;
   }
 
@@ -66,6 +70,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       cooldownMs: config.jwksCooldownMs,
       log,
       onKeysRemoved: () => cache.clear(),
+      onFetch: metrics && ((outcome) => metrics.jwksFetches.inc({ issuer, outcome })),
     });
   const { platform, entra } = config;
   const verify = createTokenVerifier({
@@ -90,7 +95,11 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
-  const handler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
+  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
+  // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
+  const handler = metrics
+    ? instrument(gatewayHandler, metrics.http, gatewayRouteOf(new Set(config.services.map((s) => s.name))))
+    : gatewayHandler;
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,

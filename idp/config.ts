@@ -6,6 +6,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  metricsPort,
   optionalString,
   port,
   redisUrl,
@@ -33,6 +34,8 @@ export interface IdpConfig {
   databaseUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
+  /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
+  metricsPort: number | undefined;
   /** PLATFORM_ADMIN_EMAILS, lowercased: who may be granted `platform:admin` and use the admin API. */
   adminEmails: ReadonlySet<string>;
   /** PLATFORM_RATE_LIMITS over the defaults (docs/idp.md § Rate limits). */
@@ -152,8 +155,9 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
   if (opts.redisRequired !== false && redis === undefined) {
     throw new ConfigError('REDIS_URL', 'is required (revocations are published through Redis)');
   }
+  const idpPort = port(env, 'IDP_PORT', 4000);
   return Object.freeze({
-    port: port(env, 'IDP_PORT', 4000),
+    port: idpPort,
     issuer,
     privateKey: requiredString(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
@@ -166,6 +170,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     databaseUrl: databaseUrl(env),
     redisUrl: redis,
     logLevel: logLevel(env),
+    metricsPort: metricsPort(env, idpPort),
     adminEmails: adminEmails(env),
     rateLimits: parseRateLimits(optionalString(env, 'PLATFORM_RATE_LIMITS')),
     trustedProxies: parseTrustedProxies(csv(env, 'PLATFORM_TRUSTED_PROXIES')),

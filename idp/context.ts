@@ -3,6 +3,7 @@ import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
 import type { AdminAuditStore } from './store/admin-audit.ts';
@@ -26,6 +27,8 @@ export interface IdpContext {
   sessions: SessionStore;
   /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
   revocations: RevocationPublisher;
+  /** Grant, reuse and rate-limit counters; absent when the process serves no metrics. */
+  metrics?: IdpMetrics;
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;

@@ -1,7 +1,9 @@
 import type { Env } from '../lib/config.ts';
 import { onShutdown } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
+import { type MetricsServer, serveMetrics } from '../lib/metrics.ts';
 import { loadIdpConfig } from './config.ts';
+import { createIdpMetrics } from './metrics.ts';
 import { type RunningIdp, startIdp } from './server.ts';
 
 /** `platform idp`: configuration from the environment only, validated before listening. */
@@ -10,6 +12,12 @@ export async function main(env: Env): Promise<void> {
   const log = createLogger({ name: 'idp', level: config.logLevel });
   // Installed before listening, so a SIGTERM that arrives during start-up still exits cleanly.
   let idp: RunningIdp | undefined;
-  onShutdown(log, async () => idp?.close());
-  idp = await startIdp(config, { log });
+  let metricsServer: MetricsServer | undefined;
+  onShutdown(log, async () => {
+    await idp?.close();
+    await metricsServer?.close();
+  });
+  const metrics = config.metricsPort === undefined ? undefined : createIdpMetrics();
+  if (metrics) metricsServer = await serveMetrics(metrics.registry, config.metricsPort!, log);
+  idp = await startIdp(config, { log, metrics });
 }

@@ -4,12 +4,15 @@ import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
+import { instrument } from '../lib/metrics.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
+import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
@@ -37,6 +40,8 @@ export interface IdpDeps {
    * sign-in page (`/api/auth/*`) on the provider's own origin, where PLATFORM_LOGIN_URL points by default.
    */
   wrapHandler?: (idp: Handler) => Handler;
+  /** Request, grant and rate-limit metrics; absent: nothing is recorded. */
+  metrics?: IdpMetrics;
 }
 
 /**
@@ -95,6 +100,12 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       log: log.child({ component: 'revocation' }),
       usersTable: idType ? ident(config.authjs.usersTable) : undefined,
     });
+    const limiter = createRateLimiter({
+      issuer: config.issuer,
+      limits: config.rateLimits,
+      trustedProxies: config.trustedProxies,
+      redis,
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -109,13 +120,9 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
-      rateLimiter: createRateLimiter({
-        issuer: config.issuer,
-        limits: config.rateLimits,
-        trustedProxies: config.trustedProxies,
-        redis,
-      }),
+      rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,
+      metrics: deps.metrics,
       csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
     await createKeyPublicationStore(pool)
@@ -134,10 +141,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       // The in-process store starts empty on every start (platform dev): fill it before serving.
       await replayRevocations(revocation, log);
     }
+    const idpHandler = deps.wrapHandler
+      ? deps.wrapHandler(createIdpHandler(ctx, log))
+      : createIdpHandler(ctx, log);
+    const paths = new Set(routes(config, keys).keys());
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
       withResponseHeaders(
-        deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+        deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
       ),
     );
     server.keepAliveTimeout = 65_000;

@@ -38,6 +38,18 @@ export function port(env: Env, name: string, fallback: number): number {
   return n;
 }
 
+/**
+ * METRICS_PORT: where the process serves Prometheus text (`GET /metrics`); unset: no metrics listener. It must
+ * differ from the public port, so the metrics never become reachable through the proxy.
+ */
+export function metricsPort(env: Env, publicPort: number, name = 'METRICS_PORT'): number | undefined {
+  if (raw(env, name) === undefined) return undefined;
+  const p = port(env, name, 0);
+  if (p === 0) throw new ConfigError(name, 'must be a port number between 1 and 65535');
+  if (p === publicPort) throw new ConfigError(name, `must differ from the public port ${publicPort}`);
+  return p;
+}
+
 export function csv(env: Env, name: string, fallback: readonly string[] = []): string[] {
   const v = raw(env, name);
   if (v === undefined) return [...fallback];

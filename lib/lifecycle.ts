@@ -12,6 +12,26 @@ export function listen(server: Server, port: number, host?: string): Promise<Add
   });
 }
 
+/**
+ * Hands a server's kept-alive connections back to their clients before it closes: for up to `lingerMs`, every
+ * answer says `Connection: close` (so the client does not send on that connection again) while the server
+ * still listens, and it stops early once no connection is left. Closing an idle connection from the server's
+ * side instead races a client that is just sending a request on it, which then fails although the server never
+ * read it. A connection idle the whole time is ended by the client itself when `lingerMs` is longer than the
+ * idle time the server advertises (`Keep-Alive: timeout`, i.e. `server.keepAliveTimeout`).
+ */
+export async function linger(server: Server, lingerMs: number): Promise<void> {
+  server.prependListener('request', (_req, res) => {
+    res.shouldKeepAlive = false;
+  });
+  const until = Date.now() + lingerMs;
+  while (Date.now() < until) {
+    const open = await new Promise<number>((resolve) => server.getConnections((_e, n) => resolve(n ?? 0)));
+    if (open === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /** Stops accepting, lets in-flight requests finish (bounded), then closes the rest. */
 export async function drain(server: Server, graceMs = 10_000): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -5,6 +5,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  metricsPort,
   optionalString,
   port,
   requiredString,
@@ -43,6 +44,8 @@ export interface ToolServerConfig {
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
   logLevel: string;
+  /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
+  metricsPort: number | undefined;
 }
 
 // Same bound the IdP uses for its table settings: a plain identifier, optionally schema-qualified.
@@ -133,9 +136,10 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
       `must be a table name (optionally schema.table), got "${usersTable}"`,
     );
   }
+  const toolPort = port(env, `${prefix}_MCP_PORT`, 3000);
   return Object.freeze({
     service: name,
-    port: port(env, `${prefix}_MCP_PORT`, 3000),
+    port: toolPort,
     databaseUrl: dbUrl,
     identityKey,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
@@ -145,5 +149,6 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
     logLevel: logLevel(env),
+    metricsPort: metricsPort(env, toolPort),
   });
 }

@@ -1,8 +1,10 @@
 import type { Env } from '../lib/config.ts';
 import { onShutdown } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
+import { serveMetrics } from '../lib/metrics.ts';
 import { loadToolConfig } from './config.ts';
-import { startToolServer } from './server.ts';
+import { createToolMetrics } from './kit/monitors.ts';
+import { SHUTDOWN_LINGER_MS, startToolServer } from './server.ts';
 
 /**
  * `platform tool <name>`: configuration from the environment only, validated before anything connects; the
@@ -11,10 +13,16 @@ import { startToolServer } from './server.ts';
 export async function main(name: string, env: Env): Promise<void> {
   const config = loadToolConfig(name, env);
   const log = createLogger({ name: `tool-${config.service}`, level: config.logLevel });
-  const server = await startToolServer(config.service, config, { log }).catch((err: Error) => {
+  const metrics = config.metricsPort === undefined ? undefined : createToolMetrics(config.service);
+  const server = await startToolServer(config.service, config, { log, metrics }).catch((err: Error) => {
     // Into the JSON log as well, where operators look first; the CLI still prints the one-line reason.
     log.fatal({ reason: err.message }, 'start-up failed');
     throw err;
   });
-  onShutdown(log, () => server.close());
+  // After the probe: a server that cannot start serves no metrics either (its exit is the signal).
+  const metricsServer = metrics && (await serveMetrics(metrics.registry, config.metricsPort!, log));
+  onShutdown(log, async () => {
+    await server.close({ lingerMs: SHUTDOWN_LINGER_MS });
+    await metricsServer?.close();
+  });
 }

@@ -1,12 +1,14 @@
 import { createServer } from 'node:http';
 import { createPool } from '../lib/db.ts';
-import { drain, listen } from '../lib/lifecycle.ts';
+import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
+import { instrument } from '../lib/metrics.ts';
 import type { ToolServerConfig, ToolServiceName } from './config.ts';
 import { dealsService } from './deals/server.ts';
 import { createToolHandler } from './kit/app.ts';
 import { createHostGuard } from './kit/host-guard.ts';
 import { createMcpEndpoint, type McpEndpoint } from './kit/mcp.ts';
+import { NO_MONITORS, type ToolMetrics, toolRouteOf } from './kit/monitors.ts';
 import { probeDatabase } from './kit/probe.ts';
 import { createProvisioningCheck } from './kit/provisioning.ts';
 import type { ToolService } from './kit/service.ts';
@@ -25,13 +27,25 @@ const SERVICES: Readonly<Record<ToolServiceName, ToolService>> = {
 export interface RunningToolServer {
   url: string;
   port: number;
-  close(): Promise<void>;
+  /**
+   * Drains and releases everything. `lingerMs` (the process's SIGTERM path) first hands the kept-alive
+   * connections back to their clients (lib/lifecycle.ts `linger`), so a replica stopped under load fails none
+   * of the requests the gateway sends it meanwhile.
+   */
+  close(opts?: { lingerMs?: number }): Promise<void>;
 }
+
+/** The idle time advertised to the gateway (`Keep-Alive: timeout=5`); undici ends idle connections before it. */
+const KEEP_ALIVE_MS = 5_000;
+/** Longer than KEEP_ALIVE_MS, so every connection the gateway still holds has ended by then. */
+export const SHUTDOWN_LINGER_MS = 6_000;
 
 export interface ToolServerDeps {
   log: Logger;
   /** Interface to listen on; all interfaces when omitted. */
   host?: string;
+  /** Request metrics and the 24-hour monitors; absent: nothing is recorded. */
+  metrics?: ToolMetrics;
 }
 
 /**
@@ -55,7 +69,8 @@ export async function startToolServer(
     await probeDatabase(pool, [config.usersTable, ...service.tables]);
     log.info('DB reachable, schema accessible');
 
-    const started = await service.start({ config, pool, log });
+    const monitors = deps.metrics?.monitors ?? NO_MONITORS;
+    const started = await service.start({ config, pool, log, monitors });
     stopService = started.close;
     const mcp = createMcpEndpoint({
       name: service.name,
@@ -63,6 +78,7 @@ export async function startToolServer(
       instructions: service.instructions,
       tools: started.tools,
       log,
+      monitors,
     });
     endpoint = mcp;
     // Operational check #6 (docs/operations.md) looks for this line. There are no sessions to manage any more (every request is
@@ -87,9 +103,11 @@ export async function startToolServer(
     );
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      handler,
+      deps.metrics ? instrument(handler, deps.metrics.http, toolRouteOf(name)) : handler,
     );
-    server.keepAliveTimeout = 65_000;
+    // Behind the gateway only (never a load balancer): a short advertised idle time lets the gateway's pool end
+    // idle connections itself, which is what makes a graceful stop race-free (see close({ lingerMs })).
+    server.keepAliveTimeout = KEEP_ALIVE_MS;
     const addr = await listen(server, config.port, deps.host);
     log.info(
       {
@@ -102,7 +120,8 @@ export async function startToolServer(
     return {
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
-      async close() {
+      async close(opts = {}) {
+        if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await mcp.close();
         await stopService?.();

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { ConfigError, type Env, httpUrl, optionalString } from '../../lib/config.ts';
 import { TOOL_SERVICES } from '../../tools/config.ts';
 
@@ -10,6 +11,10 @@ export interface DoctorFlags {
   service?: string;
   /** An access token for the checks that need one (#14); wins over PLATFORM_TOKEN. */
   token?: string;
+  /** The deployment's compose file: adds the container and file checks (#1, #6-#10, #15, #16). */
+  compose?: string;
+  /** Its compose project; default: COMPOSE_PROJECT_NAME, else the .env beside the file, else its folder. */
+  project?: string;
 }
 
 export interface DoctorConfig {
@@ -19,6 +24,7 @@ export interface DoctorConfig {
   token: string | undefined;
   /** Deadline of one HTTP exchange (connect, headers and body together). */
   timeoutMs: number;
+  compose: { file: string; project: string | undefined; docker: string } | undefined;
 }
 
 // Same rule as the gateway's GATEWAY_SERVICES: the name is a path segment.
@@ -33,7 +39,19 @@ export function loadDoctorConfig(env: Env, flags: DoctorFlags): DoctorConfig {
     services: Object.freeze(services(flags.service)),
     token: flags.token?.trim() || optionalString(env, 'PLATFORM_TOKEN'),
     timeoutMs: timeoutSeconds(env) * 1000,
+    compose: flags.compose?.trim()
+      ? Object.freeze({
+          file: composeFile(flags.compose.trim()),
+          project: flags.project?.trim() || optionalString(env, 'COMPOSE_PROJECT_NAME'),
+          docker: optionalString(env, 'PLATFORM_DOCTOR_DOCKER') ?? 'docker',
+        })
+      : undefined,
   });
+}
+
+function composeFile(path: string): string {
+  if (!existsSync(path)) throw new ConfigError('--compose', `no such file: ${path}`);
+  return path;
 }
 
 function services(flag: string | undefined): string[] {

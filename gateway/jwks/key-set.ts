@@ -14,6 +14,8 @@ export interface KeySetOptions {
   /** Minimum interval between fetches forced by an unknown kid. */
   cooldownMs: number;
   log: Logger;
+  /** Told the outcome of every HTTP fetch of the set (metrics); not of reads from the shared Redis copy. */
+  onFetch?: (outcome: 'ok' | 'failed') => void;
   /** Called when a refresh drops a kid that was trusted before (a withdrawn key). */
   onKeysRemoved?: () => void;
 }
@@ -119,9 +121,11 @@ export class KeySet {
       this.#backoffMs = MIN_BACKOFF_MS;
       // resource-server-contract.md check 7: the key-set fetch shows HTTP 200 in the log.
       log.info({ issuer, url, status: 200, kids: [...keys.keys()] }, 'jwks fetched');
+      this.#opts.onFetch?.('ok');
       if (store) await store.write(issuer, text);
     } catch (err) {
       this.#retryAt = Date.now() + this.#backoffMs;
+      this.#opts.onFetch?.('failed');
       log.warn(
         {
           issuer,

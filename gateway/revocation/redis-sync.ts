@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger.ts';
-import { parseRevocationEvent, REVOCATION_CHANNEL } from '../../lib/revocation.ts';
+import { parseRevocationEvent, REVOCATION_CHANNEL, type RevocationEvent } from '../../lib/revocation.ts';
 import type { RevocationMirror } from './mirror.ts';
 
 const JTI_PREFIX = 'platform:deny:jti:';
@@ -26,6 +26,7 @@ export function startRevocationSync(
   mirror: RevocationMirror,
   redis: { cmd: Redis; sub: Redis },
   log: Logger,
+  onEvent?: (event: RevocationEvent) => void,
 ): RevocationSync {
   const { cmd, sub } = redis;
   let stopped = false;
@@ -40,6 +41,7 @@ export function startRevocationSync(
       return;
     }
     mirror.apply(event);
+    onEvent?.(event);
     if ('jti' in event) refineJtiRetention(event.jti);
   });
 

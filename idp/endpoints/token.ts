@@ -7,8 +7,10 @@ import {
   InvalidGrantError,
   InvalidRequestError,
   InvalidScopeError,
+  OAuthError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
+import { grantTypeLabel } from '../metrics.ts';
 import { mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
@@ -41,10 +43,17 @@ export const token: Endpoint = async (ctx, x) => {
 
   const grantType = form.get('grant_type');
   let body: Record<string, unknown>;
-  if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
-  else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
-  else if (!grantType) throw new InvalidRequestError('grant_type is missing');
-  else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
+  try {
+    if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
+    else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
+    else if (!grantType) throw new InvalidRequestError('grant_type is missing');
+    else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
+  } catch (err) {
+    const outcome = err instanceof OAuthError ? err.error : 'server_error';
+    ctx.metrics?.grants.inc({ grant_type: grantTypeLabel(grantType), outcome });
+    throw err;
+  }
+  ctx.metrics?.grants.inc({ grant_type: grantTypeLabel(grantType), outcome: 'ok' });
   sendJson(x.res, 200, body, { 'cache-control': 'no-store', pragma: 'no-cache' });
 };
 
@@ -127,6 +136,7 @@ async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId
   if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
   if (outcome.kind === 'reuse') {
     log.warn({ sub: outcome.grant.subject, clientId }, 'refresh token reuse: family revoked');
+    ctx.metrics?.refreshReuse.inc();
     throw new InvalidGrantError('refresh token was already used; the grant is revoked');
   }
   // RFC 6749 §6: a narrower scope may be asked for, a wider one may not; the store checks it before rotating.

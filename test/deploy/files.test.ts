@@ -74,10 +74,12 @@ describe('deploy/Dockerfile', () => {
   });
 
   it('installs production dependencies only, runs as a non-root user, enters through `platform`', () => {
-    expect(lines.filter((l) => l.startsWith('FROM')).every((l) => /^FROM node:24[-.\w]*slim\b/.test(l))).toBe(
-      true,
-    );
-    expect(lines.some((l) => l.startsWith('RUN npm ci --omit=dev'))).toBe(true);
+    // The base is a build argument whose default is the official Node 24 slim image.
+    expect(lines).toContain('ARG NODE_IMAGE=node:24-bookworm-slim');
+    expect(
+      lines.filter((l) => l.startsWith('FROM')).every((l) => /^FROM \$\{NODE_IMAGE\}( AS \w+)?$/.test(l)),
+    ).toBe(true);
+    expect(lines.some((l) => /^RUN\s+(--mount=\S+\s+)*npm ci --omit=dev/.test(l))).toBe(true);
     const user = lines.filter((l) => l.startsWith('USER')).at(-1);
     expect(user).toMatch(/^USER (?!root|0\b)\w+/);
     expect(lines.filter((l) => l.startsWith('ENTRYPOINT'))).toEqual(['ENTRYPOINT ["platform"]']);
@@ -249,8 +251,16 @@ describe('deploy/compose.yaml', () => {
     volumes?: string[];
     profiles?: string[];
   };
+  // compose.yaml with compose.postgres.yaml over it, merged as compose merges them (env.example's COMPOSE_FILE).
   const compose = parse(deployFile('compose.yaml'), { merge: true }) as { services: Record<string, Service> };
-  const services = compose.services;
+  const bundled = parse(deployFile('compose.postgres.yaml'), { merge: true }) as {
+    services: Record<string, Service>;
+  };
+  const services = { ...compose.services };
+  for (const [name, s] of Object.entries(bundled.services)) {
+    const base = services[name];
+    services[name] = base ? { ...base, depends_on: { ...base.depends_on, ...s.depends_on } } : s;
+  }
   const example = envFile(deployFile('env.example'));
   const used = new Set<string>();
   const envOf = (name: string): Record<string, string> =>
@@ -273,6 +283,7 @@ describe('deploy/compose.yaml', () => {
         'tool-mail',
         'tool-deals',
         'proxy',
+        'prometheus',
         'tunnel',
       ].sort(),
     );
@@ -318,8 +329,9 @@ describe('deploy/compose.yaml', () => {
     for (const name of ['idp', 'tool-platform', 'tool-mail', 'tool-deals']) {
       expect(services[name]!.depends_on?.migrate?.condition, name).toBe('service_completed_successfully');
     }
-    expect(migrate.depends_on?.postgres).toEqual({ condition: 'service_healthy', required: false });
-    expect(services.postgres!.profiles).toEqual(['bundled-postgres']);
+    expect(migrate.depends_on?.postgres).toEqual({ condition: 'service_healthy' });
+    expect(compose.services.postgres, 'Postgres is only in compose.postgres.yaml').toBeUndefined();
+    expect(example.COMPOSE_FILE).toBe('compose.yaml:compose.postgres.yaml');
     for (const [name, s] of Object.entries(services)) {
       if (name !== 'idp')
         expect(Object.keys(s.environment ?? {}), name).not.toContain('PLATFORM_OIDC_PRIVATE_KEY');
@@ -327,12 +339,19 @@ describe('deploy/compose.yaml', () => {
   });
 
   it('mounts the proxy and tunnel files that exist here', () => {
-    const mounts = [...(services.proxy!.volumes ?? []), ...(services.tunnel!.volumes ?? [])]
-      .map((v) => v.split(':')[0]!)
+    const mounts = ['proxy', 'prometheus', 'tunnel']
+      .flatMap((name) => services[name]!.volumes ?? [])
+      .map((v) => interpolate(v, example, new Set()).split(':')[0]!)
       .filter((p) => p.startsWith('./'));
-    expect(mounts).toEqual(['./Caddyfile', './cloudflared/config.yml', './cloudflared/credentials.json']);
-    expect(existsSync(join(DEPLOY_DIR, 'Caddyfile'))).toBe(true);
-    expect(existsSync(join(DEPLOY_DIR, 'cloudflared/config.yml'))).toBe(true);
+    expect(mounts).toEqual([
+      './Caddyfile',
+      './prometheus/prometheus.yml',
+      './prometheus/alerts.yaml',
+      './cloudflared/config.yml',
+      './cloudflared/credentials.json',
+    ]);
+    for (const m of mounts.filter((p) => !p.endsWith('credentials.json')))
+      expect(existsSync(join(DEPLOY_DIR, m)), m).toBe(true);
   });
 
   it("hands each component an environment its own config loader accepts (env.example's values)", () => {
@@ -360,11 +379,13 @@ describe('deploy/compose.yaml', () => {
   });
 
   it('documents in env.example every variable it reads, and reads every one env.example sets', () => {
-    for (const s of Object.values(services)) {
-      for (const v of [s.image ?? '', ...Object.values(s.environment ?? {})])
-        interpolate(String(v), example, used);
-    }
-    const documented = Object.keys(example).filter((k) => k !== 'COMPOSE_PROFILES');
+    // Every string in every service: image, environment, command, volumes, ports, replicas, build arguments.
+    const strings = (v: unknown): string[] =>
+      typeof v === 'string' ? [v] : v && typeof v === 'object' ? Object.values(v).flatMap(strings) : [];
+    for (const s of Object.values(services)) for (const v of strings(s)) interpolate(v, example, used);
+    // Compose's own settings, read by compose rather than interpolated.
+    const own = ['COMPOSE_PROFILES', 'COMPOSE_FILE', 'COMPOSE_PROJECT_NAME'];
+    const documented = Object.keys(example).filter((k) => !own.includes(k));
     expect([...used].sort()).toEqual(documented.sort());
   });
 });

@@ -1,4 +1,6 @@
+import { NO_MONITORS } from '../kit/monitors.ts';
 import type { ToolService } from '../kit/service.ts';
+import { auditCounts } from './store/audit.ts';
 import { purgeExpiredKeys } from './store/closures.ts';
 import { citationStatusTool } from './tools/citation-status.ts';
 import { getConflictsTool } from './tools/get-conflicts.ts';
@@ -6,6 +8,8 @@ import { proposeDealClosureTool } from './tools/propose-deal-closure.ts';
 
 // Expired keys are already ignored on lookup; the sweep only keeps the table small.
 const PURGE_INTERVAL_MS = 10 * 60_000;
+// The audit monitors (idempotency violations, unresolved conflicts) are re-counted this often.
+const AUDIT_INTERVAL_MS = 15_000;
 
 export const dealsService: ToolService = {
   name: 'deals',
@@ -18,7 +22,7 @@ export const dealsService: ToolService = {
     'platform.artifact_event',
     'platform.metric_conflicts',
   ],
-  async start({ pool, log }) {
+  async start({ pool, log, monitors }) {
     const timer = setInterval(() => {
       purgeExpiredKeys(pool).then(
         (n) => n > 0 && log.info({ purged: n }, 'expired idempotency keys purged'),
@@ -26,10 +30,24 @@ export const dealsService: ToolService = {
       );
     }, PURGE_INTERVAL_MS);
     timer.unref();
+    const audit = () =>
+      auditCounts(pool).then(
+        (counts) => monitors.auditCounts(counts),
+        (err: Error) => log.warn({ err: { message: err.message } }, 'monitor audit failed'),
+      );
+    // Counted only where something records them (a process with METRICS_PORT).
+    const auditTimer = monitors === NO_MONITORS ? undefined : setInterval(audit, AUDIT_INTERVAL_MS);
+    auditTimer?.unref();
+    if (auditTimer) void audit();
     return {
-      tools: [proposeDealClosureTool(pool), getConflictsTool(pool), citationStatusTool(pool)],
+      tools: [
+        proposeDealClosureTool(pool, monitors),
+        getConflictsTool(pool),
+        citationStatusTool(pool, monitors),
+      ],
       async close() {
         clearInterval(timer);
+        clearInterval(auditTimer);
       },
     };
   },

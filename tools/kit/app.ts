@@ -42,7 +42,7 @@ const health: Endpoint = async ({ res }) => {
 
 /**
  * A tool server as a request handler; tools/server.ts owns the process side (pool, probe, port, shutdown).
- * The MCP endpoint reads as its steps: host guard, body, caller from the signed headers, provisioning, MCP.
+ * The MCP endpoint reads as its steps: host guard, caller from the signed headers, provisioning, MCP.
  */
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
   const mcp: Endpoint = async ({ req, res, log: reqLog }) => {

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { type CacheHint, createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import type { Logger } from '../../lib/logger.ts';
+import type { ToolMonitors } from './monitors.ts';
 import { type AnyTool, type CallerInfo, callerAuthInfo, registerTools } from './tool.ts';
 
 /**
@@ -27,6 +28,8 @@ export interface McpEndpointOptions {
   instructions?: string;
   tools: readonly AnyTool[];
   log: Logger;
+  /** Told about degraded calls (the 24-hour monitors). */
+  monitors?: ToolMonitors;
 }
 
 /**
@@ -44,7 +47,7 @@ export function createMcpEndpoint(opts: McpEndpointOptions): McpEndpoint {
         { name: `platform-${opts.name}`, version: opts.version },
         { instructions: opts.instructions, cacheHints: { 'tools/list': TOOLS_LIST_CACHE } },
       );
-      registerTools(server, opts.tools, log);
+      registerTools(server, opts.tools, log, opts.monitors);
       return server;
     },
     {

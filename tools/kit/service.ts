@@ -1,12 +1,15 @@
 import type { Pool } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { ToolServerConfig } from '../config.ts';
+import type { ToolMonitors } from './monitors.ts';
 import type { AnyTool } from './tool.ts';
 
 export interface ServiceContext {
   config: ToolServerConfig;
   pool: Pool;
   log: Logger;
+  /** The contract's 24-hour monitors (no-ops without METRICS_PORT). */
+  monitors: ToolMonitors;
 }
 
 export interface StartedService {

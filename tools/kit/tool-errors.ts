@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/server';
 import { isDatabaseUnavailable } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
+import type { ToolMonitors } from './monitors.ts';
 
 // Failures of a tool call. Inside MCP they are tool errors (`isError: true`), not HTTP statuses: the
 // connector shows them to the model, which can react (retry, ask an admin). `status` is the HTTP status the
@@ -36,7 +37,7 @@ function errorResult(body: ToolErrorBody): CallToolResult {
 }
 
 /** The one place a failed tool call becomes its result. */
-export function toolErrorResult(err: unknown, log: Logger): CallToolResult {
+export function toolErrorResult(err: unknown, log: Logger, monitors?: ToolMonitors): CallToolResult {
   let e: ToolError | undefined;
   if (err instanceof ToolError) e = err;
   else if (isDatabaseUnavailable(err)) {
@@ -47,6 +48,7 @@ export function toolErrorResult(err: unknown, log: Logger): CallToolResult {
   }
   if (e) {
     if (e instanceof DependencyUnavailableError) {
+      monitors?.degraded(e.dependency);
       log.warn(
         { code: e.code, reason: e.message, cause: err === e ? undefined : (err as Error).message },
         'tool degraded',

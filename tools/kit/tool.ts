@@ -8,6 +8,7 @@ import type {
 import type { z } from 'zod';
 import type { Identity } from '../../lib/identity.ts';
 import type { Logger } from '../../lib/logger.ts';
+import type { ToolMonitors } from './monitors.ts';
 import type { Provisioning } from './provisioning.ts';
 import { DependencyUnavailableError, toolErrorResult } from './tool-errors.ts';
 
@@ -64,7 +65,12 @@ function callerOf(authInfo: AuthInfo | undefined): CallerInfo {
 }
 
 /** Registers the tools on one request's server, each wrapped with the caller check and the error mapping. */
-export function registerTools(server: McpServer, tools: readonly AnyTool[], log: Logger): void {
+export function registerTools(
+  server: McpServer,
+  tools: readonly AnyTool[],
+  log: Logger,
+  monitors?: ToolMonitors,
+): void {
   for (const tool of tools) {
     server.registerTool(
       tool.name,
@@ -95,7 +101,7 @@ export function registerTools(server: McpServer, tools: readonly AnyTool[], log:
           });
           result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
         } catch (err) {
-          result = toolErrorResult(err, callLog);
+          result = toolErrorResult(err, callLog, monitors);
         }
         callLog.info({ ms: Math.round(performance.now() - started), ok: !result.isError }, 'tool call');
         return result;

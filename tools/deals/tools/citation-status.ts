@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Pool } from '../../../lib/db.ts';
+import { NO_MONITORS, type ToolMonitors } from '../../kit/monitors.ts';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
 import { ArtifactDecodeError, decodeClosure } from '../artifact-codec.ts';
 import { roundTrip } from '../citations.ts';
@@ -14,7 +15,7 @@ const citationRef = z.object({
   location: z.string().optional(),
 });
 
-export function citationStatusTool(pool: Pool): AnyTool {
+export function citationStatusTool(pool: Pool, monitors: ToolMonitors = NO_MONITORS): AnyTool {
   return defineTool({
     name: 'citation_status',
     title: 'Citation status',
@@ -64,6 +65,7 @@ export function citationStatusTool(pool: Pool): AnyTool {
           body = decodeClosure(a.schemaVersion, a.body);
         } catch (err) {
           if (!(err instanceof ArtifactDecodeError)) throw err;
+          monitors.deserializationFailed();
           // Degrade: one unreadable artifact is reported (and monitored), not allowed to hide the others.
           log.warn(
             { artifactId: a.artifactId, schemaVersion: a.schemaVersion, reason: err.message },

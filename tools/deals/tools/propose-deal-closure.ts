@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import type { Pool } from '../../../lib/db.ts';
+import { NO_MONITORS, type ToolMonitors } from '../../kit/monitors.ts';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
 import { findConflicts } from '../conflicts.ts';
-import { type Citation, citationSchema, metricSchema } from '../model.ts';
+import { type Citation, citationSchema, isDurable, metricSchema } from '../model.ts';
 import { proposeClosure } from '../store/closures.ts';
 
-export function proposeDealClosureTool(pool: Pool): AnyTool {
+export function proposeDealClosureTool(pool: Pool, monitors: ToolMonitors = NO_MONITORS): AnyTool {
   return defineTool({
     name: 'propose_deal_closure',
     title: 'Propose deal closure',
@@ -53,6 +54,10 @@ export function proposeDealClosureTool(pool: Pool): AnyTool {
         },
         { email: identity.email, sub: identity.sub, requestId },
       );
+      if (r.wasInserted) {
+        const durable = citations.filter(isDurable).length;
+        monitors.citationsWritten(durable, citations.length - durable);
+      }
       return {
         artifact_id: r.artifactId,
         was_inserted: r.wasInserted,

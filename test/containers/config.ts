@@ -1,0 +1,28 @@
+// The container suite's settings, read once from the environment (the only module of the suite that does).
+import { existsSync } from 'node:fs';
+
+export interface ContainerSuiteConfig {
+  /**
+   * The docker CLI. Debian's (/usr/bin/docker, from docker.io) is preferred: it builds with BuildKit without
+   * the buildx plugin, which a newer CLI elsewhere on the PATH may lack.
+   */
+  docker: string;
+  compose: string;
+  /** Certificate authorities the host trusts, handed to the image builds (npm behind a re-signing network). */
+  caFile: string | undefined;
+  /** Where dockerd logs when the suite starts it. */
+  dockerdLog: string;
+  /** CONTAINER_SUITE_KEEP=1 leaves the stack up after the run (for looking around); default: torn down. */
+  keepStack: boolean;
+}
+
+export function loadContainerSuiteConfig(env: NodeJS.ProcessEnv = process.env): ContainerSuiteConfig {
+  const ca = env.NODE_EXTRA_CA_CERTS ?? '/etc/ssl/certs/ca-certificates.crt';
+  return Object.freeze({
+    docker: env.CONTAINER_SUITE_DOCKER ?? (existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker'),
+    compose: env.CONTAINER_SUITE_COMPOSE ?? 'docker-compose',
+    caFile: existsSync(ca) ? ca : undefined,
+    dockerdLog: env.CONTAINER_SUITE_DOCKERD_LOG ?? '/var/log/platform-test-dockerd.log',
+    keepStack: env.CONTAINER_SUITE_KEEP === '1',
+  });
+}
