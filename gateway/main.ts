@@ -1,5 +1,5 @@
 import type { Env } from '../lib/config.ts';
-import { onShutdown } from '../lib/lifecycle.ts';
+import { onShutdown, SHUTDOWN_LINGER_MS } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
 import { serveMetrics } from '../lib/metrics.ts';
 import { loadGatewayConfig } from './config.ts';
@@ -15,7 +15,7 @@ export async function main(env: Env): Promise<void> {
   const metricsServer = metrics && (await serveMetrics(metrics.registry, config.metricsPort!, log));
   const gateway = await startGateway(config, { log, metrics });
   onShutdown(log, async () => {
-    await gateway.close();
+    await gateway.close({ lingerMs: SHUTDOWN_LINGER_MS });
     await metricsServer?.close();
   });
 }

@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
-import { drain, listen } from '../lib/lifecycle.ts';
+import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import type { MemoryRevocations } from '../lib/revocation.ts';
@@ -33,7 +33,12 @@ export interface GatewayDeps {
 export interface RunningGateway {
   url: string;
   port: number;
-  close(): Promise<void>;
+  /**
+   * Drains and releases everything. `lingerMs` (the process's SIGTERM path) first hands the kept-alive
+   * connections back to the proxy in front (lib/lifecycle.ts `linger`), so a replica stopped under load fails
+   * none of the requests the proxy sends it meanwhile.
+   */
+  close(opts?: { lingerMs?: number }): Promise<void>;
 }
 
 /** How long start-up waits for the revocation mirror before listening anyway (Redis down must not stop us). */
@@ -142,7 +147,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     return {
       url: `http://127.0.0.1:${addr.port}`,
       port: addr.port,
-      async close() {
+      async close(opts = {}) {
+        if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server, config.shutdownGraceMs);
         await release();
       },

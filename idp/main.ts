@@ -1,5 +1,5 @@
 import type { Env } from '../lib/config.ts';
-import { onShutdown } from '../lib/lifecycle.ts';
+import { onShutdown, SHUTDOWN_LINGER_MS } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
 import { type MetricsServer, serveMetrics } from '../lib/metrics.ts';
 import { loadIdpConfig } from './config.ts';
@@ -14,7 +14,7 @@ export async function main(env: Env): Promise<void> {
   let idp: RunningIdp | undefined;
   let metricsServer: MetricsServer | undefined;
   onShutdown(log, async () => {
-    await idp?.close();
+    await idp?.close({ lingerMs: SHUTDOWN_LINGER_MS });
     await metricsServer?.close();
   });
   const metrics = config.metricsPort === undefined ? undefined : createIdpMetrics();

@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
-import { drain, listen } from '../lib/lifecycle.ts';
+import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
@@ -27,7 +27,8 @@ export interface RunningIdp {
   server: Server;
   url: string;
   port: number;
-  close(): Promise<void>;
+  /** Drains and releases everything; `lingerMs` first hands kept-alive connections back (lib/lifecycle.ts `linger`). */
+  close(opts?: { lingerMs?: number }): Promise<void>;
 }
 
 export interface IdpDeps {
@@ -158,7 +159,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       server,
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
-      async close() {
+      async close(opts = {}) {
+        if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await pool.end();
         redis?.disconnect();

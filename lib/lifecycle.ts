@@ -13,6 +13,14 @@ export function listen(server: Server, port: number, host?: string): Promise<Add
 }
 
 /**
+ * The idle time a server behind our own proxies keeps a connection open: the proxy in front (the gateway's
+ * undici pool, Caddy's `keepalive` in deploy/Caddyfile) ends idle connections before it, never the server.
+ */
+export const UPSTREAM_KEEP_ALIVE_MS = 5_000;
+/** How long a SIGTERM'd server hands connections back (see `linger`): longer than the proxies' idle time. */
+export const SHUTDOWN_LINGER_MS = 6_000;
+
+/**
  * Hands a server's kept-alive connections back to their clients before it closes: for up to `lingerMs`, every
  * answer says `Connection: close` (so the client does not send on that connection again) while the server
  * still listens, and it stops early once no connection is left. Closing an idle connection from the server's

@@ -1,10 +1,10 @@
 import type { Env } from '../lib/config.ts';
-import { onShutdown } from '../lib/lifecycle.ts';
+import { onShutdown, SHUTDOWN_LINGER_MS } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
 import { serveMetrics } from '../lib/metrics.ts';
 import { loadToolConfig } from './config.ts';
 import { createToolMetrics } from './kit/monitors.ts';
-import { SHUTDOWN_LINGER_MS, startToolServer } from './server.ts';
+import { startToolServer } from './server.ts';
 
 /**
  * `platform tool <name>`: configuration from the environment only, validated before anything connects; the

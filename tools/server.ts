@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { createPool } from '../lib/db.ts';
-import { drain, linger, listen } from '../lib/lifecycle.ts';
+import { drain, linger, listen, UPSTREAM_KEEP_ALIVE_MS } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import type { ToolServerConfig, ToolServiceName } from './config.ts';
@@ -34,11 +34,6 @@ export interface RunningToolServer {
    */
   close(opts?: { lingerMs?: number }): Promise<void>;
 }
-
-/** The idle time advertised to the gateway (`Keep-Alive: timeout=5`); undici ends idle connections before it. */
-const KEEP_ALIVE_MS = 5_000;
-/** Longer than KEEP_ALIVE_MS, so every connection the gateway still holds has ended by then. */
-export const SHUTDOWN_LINGER_MS = 6_000;
 
 export interface ToolServerDeps {
   log: Logger;
@@ -107,7 +102,7 @@ export async function startToolServer(
     );
     // Behind the gateway only (never a load balancer): a short advertised idle time lets the gateway's pool end
     // idle connections itself, which is what makes a graceful stop race-free (see close({ lingerMs })).
-    server.keepAliveTimeout = KEEP_ALIVE_MS;
+    server.keepAliveTimeout = UPSTREAM_KEEP_ALIVE_MS;
     const addr = await listen(server, config.port, deps.host);
     log.info(
       {

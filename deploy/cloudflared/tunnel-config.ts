@@ -49,7 +49,7 @@ export function ingressRules(o: TunnelOptions): IngressRule[] {
   rules.push(
     rule(
       '^/oauth/(authorize|token|register|revoke|userinfo|device_authorization)$',
-      'the OpenID Connect provider (CONTRACT.md § IdP)',
+      'the OpenID Connect provider (docs/reference.md)',
     ),
   );
   rules.push(rule('^/\\.well-known/(openid-configuration|oauth-authorization-server|jwks\\.json)$'));

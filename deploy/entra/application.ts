@@ -6,7 +6,7 @@
 
 /** Microsoft Graph's application id, the same in every tenant. */
 export const GRAPH_APP_ID = '00000003-0000-0000-c000-000000000000';
-/** The delegated scope connectors request; tokens carry it in `scp` (CONTRACT.md § Gateway). */
+/** The delegated scope connectors request; tokens carry it in `scp` (docs/reference.md). */
 export const MCP_SCOPE = 'mcp.access';
 
 export interface ConnectorAppOptions {

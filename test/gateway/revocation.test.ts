@@ -18,7 +18,7 @@ import {
 } from './helpers.ts';
 
 const AUDIENCE = 'https://platform.test/api';
-/** CONTRACT.md § Gateway: a revocation takes effect on every replica within 100 ms of publication. */
+/** docs/reference.md: a revocation takes effect on every replica within 100 ms of publication. */
 const PROPAGATION_BOUND_MS = 100;
 
 let redis: Redis;

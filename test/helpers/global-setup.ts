@@ -1,4 +1,4 @@
-// Finds Postgres and Redis for the suite, in the order CONTRACT.md gives: TEST_DATABASE_URL / TEST_REDIS_URL,
+// Finds Postgres and Redis for the suite, in the documented order: TEST_DATABASE_URL / TEST_REDIS_URL,
 // else the local default ports, else throwaway containers when a Docker engine answers, else one clear line.
 import net from 'node:net';
 import pg from 'pg';

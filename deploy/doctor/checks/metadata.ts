@@ -7,7 +7,7 @@ export interface MetadataOutcome {
   authorizationServers: readonly string[];
 }
 
-// Entra's v2 issuer; a service that trusts it must also offer its delegated scope (CONTRACT.md § Gateway).
+// Entra's v2 issuer; a service that trusts it must also offer its delegated scope (docs/reference.md).
 const ENTRA_V2_ISSUER = /^https:\/\/login\.microsoftonline\.com\/[^/]+\/v2\.0$/;
 
 /**
