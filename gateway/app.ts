@@ -11,6 +11,7 @@ import type { GatewayConfig, ServiceConfig } from './config.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
+import type { PolicyFile } from './policy/gate.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
@@ -21,6 +22,8 @@ export interface GatewayContext {
   verify: VerifyToken;
   revocation: RevocationCheck;
   upstreams: ReadonlyMap<string, Upstream>;
+  /** The per-tool policy; undefined (no GATEWAY_POLICY_FILE): nothing is checked beyond the service's scope. */
+  policy?: PolicyFile | undefined;
   log: Logger;
 }
 
