@@ -5,6 +5,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  oneOf,
   optionalString,
   port,
   redisUrl,
@@ -27,6 +28,10 @@ export interface IdpConfig {
   databaseUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
+  /** `open`: every user gets every service; `managed`: only services granted to the user's email or roles. */
+  entitlements: 'open' | 'managed';
+  /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
+  rolesSql: string | undefined;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -44,6 +49,16 @@ function table(env: Env, name: string, fallback: string): string {
   if (!TABLE_NAME.test(v))
     throw new ConfigError(name, `must be a table name (optionally schema.table), got "${v}"`);
   return v;
+}
+
+/** Checked for shape here; the database checks the query itself at start-up (see entitlements/roles.ts). */
+function rolesSql(env: Env): string | undefined {
+  const sql = optionalString(env, 'PLATFORM_ROLES_SQL');
+  if (sql === undefined) return undefined;
+  if (!/\$1(?!\d)/.test(sql)) throw new ConfigError('PLATFORM_ROLES_SQL', 'must take the user id as $1');
+  if (/\$(?:[2-9]|1\d)/.test(sql))
+    throw new ConfigError('PLATFORM_ROLES_SQL', 'takes one parameter, $1 (the user id)');
+  return sql.replace(/;\s*$/, '');
 }
 
 export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}): IdpConfig {
@@ -88,6 +103,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     databaseUrl: databaseUrl(env),
     redisUrl: redis,
     logLevel: logLevel(env),
+    entitlements: oneOf(env, 'PLATFORM_ENTITLEMENTS', ['open', 'managed'] as const, 'open'),
+    rolesSql: rolesSql(env),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { Entitlements } from './entitlements/entitlements.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
@@ -19,6 +20,7 @@ export interface IdpContext {
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   revocations: RevocationPublisher;
+  entitlements: Entitlements;
 }
 
 export interface Exchange {

@@ -7,6 +7,8 @@ import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revoc
 import { createIdpHandler, type Handler } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { createEntitlements } from './entitlements/entitlements.ts';
+import { createRoleSource } from './entitlements/roles.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
@@ -72,6 +74,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
+    const publisher = revocations;
+    const entitlements = createEntitlements({
+      pool,
+      config,
+      roles: await createRoleSource(pool, config.rolesSql),
+      cutOff: (subject, _email, cutoff) => publisher.denySubject(subject, cutoff),
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -83,6 +92,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       }),
       sessions: createSessionStore(pool, config.authjs),
       revocations,
+      entitlements,
     };
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
@@ -90,7 +100,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
-    log.info({ port: addr.port, issuer: config.issuer, kids: keys.map((k) => k.kid) }, 'idp listening');
+    log.info(
+      {
+        port: addr.port,
+        issuer: config.issuer,
+        kids: keys.map((k) => k.kid),
+        entitlements: config.entitlements,
+      },
+      'idp listening',
+    );
     return {
       server,
       port: addr.port,

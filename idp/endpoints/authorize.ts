@@ -41,7 +41,7 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (params.get('prompt')?.split(' ').includes('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
     }
-    const scope = grantScope(request.scope, ctx.config.services, entitledServices(ctx));
+    const scope = grantScope(request.scope, ctx.config.services, await ctx.entitlements.services(user));
     const code = randomBytes(32).toString('base64url');
     await ctx.codes.create(hashCode(code), {
       clientId,
@@ -119,11 +119,6 @@ async function sessionUser(ctx: IdpContext, x: Exchange): Promise<SessionUser | 
     }
   }
   return undefined;
-}
-
-/** Default entitlement (CONTRACT.md): every user with a `users` row gets every configured service. */
-function entitledServices(ctx: IdpContext): ReadonlySet<string> {
-  return new Set(ctx.config.services);
 }
 
 function loginRedirect(ctx: IdpContext, url: URL): string {
