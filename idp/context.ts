@@ -1,8 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
+import type { RateLimiter } from './rate-limit.ts';
+import type { RevocationService } from './revocation.ts';
+import type { AdminAuditStore } from './store/admin-audit.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
@@ -19,8 +23,15 @@ export interface IdpContext {
   codes: CodeStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
+  /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
   revocations: RevocationPublisher;
   entitlements: Entitlements;
+  /** Every revocation goes through here: recorded in Postgres, then published. */
+  revocation: RevocationService;
+  adminAudit: AdminAuditStore;
+  rateLimiter: RateLimiter;
+  /** For stores the admin API builds over the provider's tables. */
+  pool: Pool;
 }
 
 export interface Exchange {

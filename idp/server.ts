@@ -9,6 +9,9 @@ import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
+import { createRateLimiter } from './rate-limit.ts';
+import { createRevocationService, type RevocationService } from './revocation.ts';
+import { createAdminAuditStore } from './store/admin-audit.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
@@ -49,6 +52,16 @@ async function usersIdType(pool: Pool, table: string): Promise<string | undefine
   return t && /^[a-z0-9 ()_,]+$/.test(t) ? t : undefined;
 }
 
+/** Writes the recorded, still-live revocations to the denylist; a failure is logged and retried next time. */
+async function replayRevocations(revocation: RevocationService, log: Logger): Promise<void> {
+  try {
+    const n = await revocation.replay();
+    log.info({ entries: n }, 'revocations replayed to the denylist');
+  } catch (err) {
+    log.warn({ err: { message: (err as Error).message } }, 'revocations could not be replayed yet');
+  }
+}
+
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
   const { log } = deps;
   const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
@@ -67,6 +80,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);
   }
+  const publisher = revocations;
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
@@ -74,12 +88,17 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
-    const publisher = revocations;
+    const revocation = createRevocationService({
+      pool,
+      publisher,
+      log: log.child({ component: 'revocation' }),
+      usersTable: idType ? ident(config.authjs.usersTable) : undefined,
+    });
     const entitlements = createEntitlements({
       pool,
       config,
       roles: await createRoleSource(pool, config.rolesSql),
-      cutOff: (subject, _email, cutoff) => publisher.denySubject(subject, cutoff),
+      revocation,
     });
     const ctx: IdpContext = {
       config,
@@ -91,9 +110,25 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
-      revocations,
       entitlements,
+      revocations: publisher,
+      revocation,
+      adminAudit: createAdminAuditStore(pool),
+      rateLimiter: createRateLimiter({
+        limits: config.rateLimits,
+        trustedProxies: config.trustedProxies,
+        redis,
+      }),
+      pool,
     };
+    if (redis) {
+      // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
+      redis.on('ready', () => void replayRevocations(revocation, log));
+      if (redis.status === 'ready') await replayRevocations(revocation, log);
+    } else {
+      // The in-process store starts empty on every start (platform dev): fill it before serving.
+      await replayRevocations(revocation, log);
+    }
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
       deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),

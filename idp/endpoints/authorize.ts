@@ -41,7 +41,12 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (params.get('prompt')?.split(' ').includes('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
     }
-    const scope = grantScope(request.scope, ctx.config.services, await ctx.entitlements.services(user));
+    const scope = grantScope({
+      requested: request.scope,
+      services: ctx.config.services,
+      entitled: await ctx.entitlements.services(user),
+      isAdmin: ctx.config.adminEmails.has(user.email),
+    });
     const code = randomBytes(32).toString('base64url');
     await ctx.codes.create(hashCode(code), {
       clientId,

@@ -1,5 +1,6 @@
 import { ident, type Pool } from '../../lib/db.ts';
 import type { IdpConfig } from '../config.ts';
+import type { RevocationService } from '../revocation.ts';
 import type { RoleSource } from './roles.ts';
 
 // Who may get a token for which service. `open` (the default): every user with a `users` row, every service.
@@ -29,7 +30,8 @@ export interface UserEntitlements {
 
 export interface UngrantResult {
   removed: boolean;
-  cutoff: number;
+  /** The cut-off written (unix seconds), null when nobody lost the service. */
+  cutoff: number | null;
   /** Subjects whose live tokens were cut off (they lost the service). */
   subjects: string[];
 }
@@ -58,7 +60,8 @@ export interface EntitlementsOptions {
   pool: Pool;
   config: Pick<IdpConfig, 'entitlements' | 'services' | 'authjs'>;
   roles: RoleSource;
-  cutOff: CutOff;
+  /** The one revocation service: an ungrant writes the cut-offs through it (recorded, then published). */
+  revocation: Pick<RevocationService, 'cutOff'>;
 }
 
 /** Access tokens live an hour: anyone who may hold one was issued it within that window. */
@@ -81,7 +84,7 @@ const toRecord = (r: GrantRow): GrantRecord => ({
 });
 
 export function createEntitlements(opts: EntitlementsOptions): Entitlements {
-  const { pool, config, roles, cutOff } = opts;
+  const { pool, config, roles, revocation } = opts;
   const all: ReadonlySet<string> = new Set(config.services);
   const usersTable = ident(config.authjs.usersTable);
 
@@ -131,7 +134,7 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
         `DELETE FROM platform.entitlement_grants WHERE service = $1 AND ${from.email !== undefined ? 'email' : 'role'} = $2`,
         [service, from.email ?? from.role],
       );
-      const cutoff = Math.floor(Date.now() / 1000);
+      let cutoff: number | undefined;
       // Everyone who may hold a live token for the service (narrowed to the email for an email grant), then
       // those of them who are no longer entitled: their tokens are cut. Others keep theirs.
       const { rows } = await pool.query<{ user_id: string; subject: string; email: string }>(
@@ -141,21 +144,26 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
             AND ($3::text IS NULL OR email = $3)`,
         [ACCESS_TOKEN_WINDOW_SECONDS, `mcp:${service}`, from.email ?? null],
       );
-      const subjects: string[] = [];
+      const losing = new Map<string, string[]>(); // email → subjects
       if (config.entitlements === 'managed') {
         for (const r of rows) {
           const still = await services({ userId: r.user_id, email: r.email });
           if (still.has(service)) continue;
-          await cutOff(r.subject, r.email, cutoff);
-          subjects.push(r.subject);
+          const subs = losing.get(r.email) ?? [];
+          if (!subs.includes(r.subject)) subs.push(r.subject);
+          losing.set(r.email, subs);
         }
       }
+      for (const [email, subs] of losing) {
+        ({ cutoff } = await revocation.cutOff({ email, subjects: subs, by: `ungrant:${actor}` }));
+      }
+      const subjects = [...losing.values()].flat().sort();
       await pool.query(
         `INSERT INTO platform.entitlement_changes (action, service, email, role, actor, subjects)
          VALUES ('ungrant', $1, $2, $3, $4, $5)`,
         [service, from.email ?? null, from.role ?? null, actor, subjects],
       );
-      return { removed: rowCount === 1, cutoff, subjects };
+      return { removed: rowCount === 1, cutoff: cutoff ?? null, subjects };
     },
 
     async refreshHolder(tokenHash) {
