@@ -16,19 +16,21 @@ export async function createRoleSource(pool: Pool, sql: string | undefined): Pro
   if (sql === undefined) return NO_ROLES;
   const client = await pool.connect();
   try {
-    await client.query(`PREPARE platform_roles_check AS ${sql}`);
-    const { rows } = await client.query<{ n: number }>(
-      `SELECT cardinality(result_types) AS n FROM pg_prepared_statements WHERE name = 'platform_roles_check'`,
-    );
-    await client.query('DEALLOCATE platform_roles_check');
-    const n = rows[0]?.n;
-    if (n !== undefined && n !== null && n !== 1) {
-      throw new ConfigError('PLATFORM_ROLES_SQL', `must return one column (role names), returns ${n}`);
+    // Run once with a NULL user id (matches nobody, fits any id type) in a read-only transaction: the
+    // answer's row description says how many columns the query returns.
+    await client.query('BEGIN READ ONLY');
+    const r = await client.query({ text: sql, values: [null], rowMode: 'array' });
+    if (r.fields.length !== 1) {
+      throw new ConfigError(
+        'PLATFORM_ROLES_SQL',
+        `must return one column (role names), returns ${r.fields.length}`,
+      );
     }
   } catch (err) {
     if (err instanceof ConfigError) throw err;
     throw new ConfigError('PLATFORM_ROLES_SQL', `the database refuses it: ${(err as Error).message}`);
   } finally {
+    await client.query('ROLLBACK').catch(() => {});
     client.release();
   }
   const text = sql;

@@ -26,8 +26,18 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { adminEmails?: string[] } = {}): Promise<Stack> {
+export interface StackOptions {
+  adminEmails?: string[];
+  /** Runs on the fresh database before anything starts (tables of the test's own). */
+  prepare?: (db: TestDatabase) => Promise<void>;
+  /** Extra environment of the IdP and of the gateway. */
+  idpEnv?: Record<string, string>;
+  gatewayEnv?: Record<string, string>;
+}
+
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const db = await createTestDatabase();
+  await opts.prepare?.(db);
   const dealsDb = await startPostgresRelay(db.url);
   const gatewayPort = await freePort();
   const baseUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -36,7 +46,7 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
     const idp = await startIdpProcess({
       databaseUrl: db.url,
       redisUrl: inject('redisUrl'),
-      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(',') },
+      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(','), ...opts.idpEnv },
     });
     started.push(idp);
     const tools = {} as Stack['tools'];
@@ -65,6 +75,7 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
         PLATFORM_AUDIENCE: idp.audience,
         REDIS_URL: inject('redisUrl'),
         GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        ...opts.gatewayEnv,
       },
       gatewayPort,
     );
