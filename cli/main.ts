@@ -69,6 +69,16 @@ program
     process.exitCode = code;
   });
 
+program
+  .command('identity-key')
+  .description("print a tool server's TOOL_IDENTITY_KEY, derived from GATEWAY_IDENTITY_SECRET")
+  .argument('<service>', 'the service name, e.g. deals')
+  .action(async (service: string) => {
+    const { printIdentityKey } = await import('./identity-key.ts');
+    const { processIo } = await import('./client/io.ts');
+    process.exitCode = printIdentityKey(service, processEnv(), processIo);
+  });
+
 registerClientCommands(program);
 registerAdmin(program);
 

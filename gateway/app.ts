@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { signIdentity } from '../lib/identity.ts';
+import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
 import { bearerToken } from './auth/bearer.ts';
@@ -12,6 +12,8 @@ import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeE
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
+import type { ToolFilter } from './policy/tools-list.ts';
+import { type BodyLimits, readWholeBody } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
@@ -28,6 +30,13 @@ export interface GatewayContext {
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** What a public route's answer needs from the request. */
+interface Exchange {
+  h: InboundHeaders;
+  requestId: string;
+  route: Route | undefined;
+}
 
 interface Route {
   service: ServiceConfig;
@@ -51,7 +60,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  *   *   /<service>/…                                          bearer required; proxied with the prefix kept
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, revocation, log } = ctx;
+  const { config, verify, revocation, policy, log } = ctx;
   const routes = new Map<string, Route>();
   for (const service of config.services) {
     routes.set(service.name, {
@@ -98,21 +107,30 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   const forwarding: ForwardContext = {
-    maxBodyBytes: config.maxBodyBytes,
     retryMs: config.upstreamRetryMs,
     log,
     fail: (req, res, requestId, service, err) =>
       sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
   };
+  const bodyLimits: BodyLimits = { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs };
 
-  function proxy(
-    req: IncomingMessage,
-    res: ServerResponse,
-    h: InboundHeaders,
-    requestId: string,
-    route: Route,
-  ): void {
-    forward(forwarding, req, res, route.upstream, h.forward, requestId, h.contentLength, h.chunked);
+  /** Public routes answered here: the body (if any) is read and dropped first, so the size limit holds here too. */
+  function answer(req: IncomingMessage, res: ServerResponse, x: Exchange, body: string): void {
+    readWholeBody(req, x.h, bodyLimits, (err) => {
+      if (err) fail(req, res, x.requestId, x.route, err);
+      else sendJsonBody(res, 200, body, ['x-request-id', x.requestId]);
+    });
+  }
+
+  /** The tool server's liveness: proxied without identity, its body bounded like any other. */
+  function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange, route: Route): void {
+    readWholeBody(req, x.h, bodyLimits, (err, body) => {
+      if (err) return fail(req, res, x.requestId, route, err);
+      x.h.forward.push('x-request-id', x.requestId);
+      const { upstream } = route;
+      const path = upstream.basePath + req.url;
+      forward(forwarding, req, res, { upstream, path, headers: x.h.forward, requestId: x.requestId, body });
+    });
   }
 
   /** Everything after signature verification, on every request, cached token or not. */
@@ -131,17 +149,38 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
-    const identity = signIdentity(config.identitySecret, {
-      email: t.email,
-      sub: t.sub,
-      issuer: t.kind,
-      scope: t.scope,
-      clientId: t.clientId,
-      jti: t.jti,
-      requestId,
+    // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
+    readWholeBody(req, h, bodyLimits, (err, body) => {
+      if (err) return fail(req, res, requestId, route, err);
+      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
+      let narrow: ToolFilter | undefined;
+      if (policy !== undefined) {
+        try {
+          narrow = policy.current.check(route.service.name, body ?? undefined, t);
+        } catch (refusal) {
+          return fail(req, res, requestId, route, refusal);
+        }
+      }
+      const { upstream } = route;
+      const path = upstream.basePath + req.url;
+      const signed: SignedRequest = {
+        service: route.service.name,
+        method: req.method!,
+        path,
+        bodySha256: bodySha256(body),
+      };
+      const identity = signIdentity(route.service.identityKey, signed, {
+        email: t.email,
+        sub: t.sub,
+        issuer: t.kind,
+        scope: t.scope,
+        clientId: t.clientId,
+        jti: t.jti,
+        requestId,
+      });
+      for (const name in identity) h.forward.push(name, identity[name]!);
+      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
     });
-    for (const name in identity) h.forward.push(name, identity[name]!);
-    proxy(req, res, h, requestId, route);
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
@@ -160,7 +199,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       const readOnly = method === 'GET' || method === 'HEAD';
       if (path === '/health') {
         if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        sendJsonBody(res, 200, HEALTH_BODY, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, HEALTH_BODY);
         return;
       }
       if (path.startsWith(`${METADATA_PATH}/`)) {
@@ -169,7 +208,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         if (!route) throw new NotFoundError('no protected resource at this path');
         route.checkHost(h.host);
         if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, route.metadata);
         return;
       }
       const end = path.indexOf('/', 1);
@@ -181,12 +220,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       }
       const rest = end < 0 ? '' : path.slice(end);
       if (readOnly && rest === METADATA_PATH) {
-        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, route.metadata);
         return;
       }
       if (readOnly && rest === '/health') {
-        h.forward.push('x-request-id', requestId);
-        proxy(req, res, h, requestId, route);
+        proxyHealth(req, res, { h, requestId, route }, route);
         return;
       }
       checkOrigin(route.service, h.origin);

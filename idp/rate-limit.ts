@@ -27,6 +27,8 @@ export interface RateLimiter {
 }
 
 export interface RateLimiterOptions {
+  /** Counters are per issuer: replicas of one provider share them, other deployments on the same Redis do not. */
+  issuer: string;
   limits: RateLimits;
   trustedProxies: readonly string[];
   /** Shared by every replica when given; else counted in this process (the dev stack). */
@@ -41,11 +43,8 @@ export function createRateLimiter(o: RateLimiterOptions): RateLimiter {
   for (const [endpoint, { points, seconds }] of Object.entries(o.limits) as Array<
     [RateLimitedEndpoint, { points: number; seconds: number }]
   >) {
-    const memory = new RateLimiterMemory({
-      points,
-      duration: seconds,
-      keyPrefix: `${RATE_LIMIT_PREFIX}:${endpoint}`,
-    });
+    const keyPrefix = `${RATE_LIMIT_PREFIX}:${o.issuer}:${endpoint}`;
+    const memory = new RateLimiterMemory({ points, duration: seconds, keyPrefix });
     limiters.set(
       endpoint,
       o.redis
@@ -53,7 +52,7 @@ export function createRateLimiter(o: RateLimiterOptions): RateLimiter {
             storeClient: o.redis,
             points,
             duration: seconds,
-            keyPrefix: `${RATE_LIMIT_PREFIX}:${endpoint}`,
+            keyPrefix,
             // Redis unreachable: count in this process rather than refuse everyone or wait on a queue.
             rejectIfRedisNotReady: true,
             insuranceLimiter: memory,

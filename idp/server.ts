@@ -115,6 +115,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       revocation,
       adminAudit: createAdminAuditStore(pool),
       rateLimiter: createRateLimiter({
+        issuer: config.issuer,
         limits: config.rateLimits,
         trustedProxies: config.trustedProxies,
         redis,

@@ -4,7 +4,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGatewayConfig } from '../../gateway/config.ts';
 import { type RunningGateway, startGateway } from '../../gateway/server.ts';
-import { verifyIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
 import {
@@ -16,6 +15,7 @@ import {
   startKeyServer,
   startUpstream,
   type Upstream,
+  verifyRecorded,
 } from './helpers.ts';
 
 const AUDIENCE = 'https://platform.test/api';
@@ -68,7 +68,7 @@ describe('startGateway with an in-process revocation store (no Redis)', () => {
   it('verifies and proxies with signed identity', async () => {
     const { t, sub } = await token();
     expect((await post(t)).status).toBe(200);
-    expect(verifyIdentity(IDENTITY_SECRET, upstream.requests.at(-1)!.headers)).toMatchObject({
+    expect(verifyRecorded(upstream.requests.at(-1)!)).toMatchObject({
       sub,
       issuer: 'platform',
     });

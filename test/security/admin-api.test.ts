@@ -1,18 +1,20 @@
 // The admin API's door: who gets `platform:admin`, and who is let through with it. Real IdP process, real
 // Postgres and Redis; every refusal here is one the API must make.
 
+import { createPrivateKey } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { decodeJwt, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { refresh, signIn } from '../helpers/oauth.ts';
-import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
+import { type IdpProcess, startIdpProcess, testSigningKeyPem } from '../helpers/processes.ts';
 
 let db: TestDatabase;
 let idp: IdpProcess;
 let admin: SeededUser;
 let plain: SeededUser;
 let redis: Redis;
+let idpKid: string;
 const ADMIN_SCOPES = 'openid email mcp:platform platform:admin';
 
 beforeAll(async () => {
@@ -26,6 +28,10 @@ beforeAll(async () => {
     env: { PLATFORM_ADMIN_EMAILS: `someone-else@example.com, ${admin.email.toUpperCase()}` },
   });
   redis = new Redis(inject('redisUrl'));
+  const jwks = (await (await fetch(`${idp.issuer}/.well-known/jwks.json`)).json()) as {
+    keys: Array<{ kid: string }>;
+  };
+  idpKid = jwks.keys[0]!.kid;
 });
 
 afterAll(async () => {
@@ -122,6 +128,28 @@ describe('the admin API bearer check', () => {
     const r = await adminPost('/admin/api/revoke-user', t.access_token, { email: admin.email });
     expect(r.status).toBe(403);
     expect(r.json.error).toBe('insufficient_scope');
+  });
+
+  it('refuses a token with platform:admin whose email is not (or no longer) an admin: 403', async () => {
+    // Signed with the IdP's own key, as if issued before the email left PLATFORM_ADMIN_EMAILS.
+    const minted = await new SignJWT({
+      email: plain.email,
+      scope: 'openid platform:admin',
+      azp: 'platform-cli',
+      client_id: 'platform-cli',
+      jti: crypto.randomUUID(),
+    })
+      .setProtectedHeader({ alg: 'RS256', kid: idpKid, typ: 'at+jwt' })
+      .setIssuer(idp.issuer)
+      .setAudience(idp.audience)
+      .setSubject(plain.sub)
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(createPrivateKey(testSigningKeyPem()));
+    const r = await adminPost('/admin/api/revoke-user', minted, { email: admin.email });
+    expect(r.status).toBe(403);
+    expect(r.json.error).toBe('insufficient_scope');
+    expect(r.json.error_description).toMatch(/not an administrator/);
   });
 
   it('refuses an admin token once it is revoked (401), and writes no audit row for refusals', async () => {

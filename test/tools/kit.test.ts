@@ -2,6 +2,7 @@
 // their error body, the host guard, MCP sessions bound to their caller, and a database outage degrading.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deriveIdentityKey, type Identity } from '../../lib/identity.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import {
   connectMcp,
@@ -43,6 +44,15 @@ const INIT = {
   params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
 };
 
+/** Identity headers for a POST of `body` to the MCP endpoint (what the gateway would sign for it). */
+function sign(
+  identity: Identity,
+  body: unknown = INIT,
+  opts: Parameters<typeof signedHeaders>[2] = {},
+): Record<string, string> {
+  return signedHeaders(identity, { url: server.mcpUrl, method: 'POST', body: JSON.stringify(body) }, opts);
+}
+
 function post(headers: Record<string, string>, body: unknown = INIT): Promise<Response> {
   return fetch(server.mcpUrl, {
     method: 'POST',
@@ -69,18 +79,25 @@ async function expect401(res: Response, code: string, reason: RegExp): Promise<v
 }
 
 describe('routes', () => {
-  it('answers GET /health and GET /platform/health without identity', async () => {
+  it('answers GET and HEAD on /health and /platform/health without identity', async () => {
     for (const path of ['/health', '/platform/health']) {
       const res = await fetch(`${server.url}${path}`);
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual({ status: 'ok' });
+      const head = await fetch(`${server.url}${path}`, { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-type')).toBe('application/json');
+      expect(await head.text()).toBe('');
     }
   });
 
   it('serves MCP only under the service prefix, and names the allowed methods', async () => {
     expect((await fetch(`${server.url}/mcp`, { method: 'POST' })).status).toBe(404);
     expect((await fetch(`${server.url}/mail/mcp`, { method: 'POST' })).status).toBe(404);
-    const res = await fetch(server.mcpUrl, { method: 'PUT', headers: signedHeaders(identityFor(user)) });
+    const res = await fetch(server.mcpUrl, {
+      method: 'PUT',
+      headers: signedHeaders(identityFor(user), { url: server.mcpUrl, method: 'PUT' }),
+    });
     expect(res.status).toBe(405);
     expect(res.headers.get('allow')).toBe('POST, GET, DELETE');
   });
@@ -92,25 +109,27 @@ describe('identity from the gateway signature only', () => {
   });
 
   it('refuses unsigned identity headers even when they name a real user', async () => {
-    const h = signedHeaders(identityFor(user));
+    const h = sign(identityFor(user));
     delete h['x-platform-identity'];
     await expect401(await post(h), 'UNAUTHORIZED', /missing/);
   });
 
   it('refuses a forged signature (other key) and a tampered header', async () => {
     await expect401(
-      await post(signedHeaders(identityFor(user), { secret: 'another-secret-of-enough-length' })),
+      await post(
+        sign(identityFor(user), INIT, { key: deriveIdentityKey('another-secret'.repeat(3), 'platform') }),
+      ),
       'UNAUTHORIZED',
       /invalid/,
     );
-    const h = signedHeaders(identityFor(user));
+    const h = sign(identityFor(user));
     h['x-platform-user-email'] = 'someone-else@example.com';
     await expect401(await post(h), 'UNAUTHORIZED', /invalid/);
   });
 
   it('refuses a signature older than 60 s', async () => {
     const t = Math.floor(Date.now() / 1000) - 61;
-    await expect401(await post(signedHeaders(identityFor(user), { t })), 'UNAUTHORIZED', /expired/);
+    await expect401(await post(sign(identityFor(user), INIT, { t })), 'UNAUTHORIZED', /expired/);
   });
 
   it('logs the refusal as a warning with the reason and the path', async () => {
@@ -121,11 +140,11 @@ describe('identity from the gateway signature only', () => {
 
   it('answers USER_NOT_PROVISIONED for a validly signed caller without a users row', async () => {
     const ghost = identityFor({ email: 'ghost@example.com', sub: 'ghost-sub' });
-    await expect401(await post(signedHeaders(ghost)), 'USER_NOT_PROVISIONED', /ghost@example\.com/);
+    await expect401(await post(sign(ghost)), 'USER_NOT_PROVISIONED', /ghost@example\.com/);
   });
 
   it('matches the users row case-insensitively', async () => {
-    const res = await post(signedHeaders(identityFor({ ...user, email: user.email.toUpperCase() })));
+    const res = await post(sign(identityFor({ ...user, email: user.email.toUpperCase() })));
     expect(res.status).toBe(200);
     await res.body?.cancel();
   });
@@ -144,7 +163,7 @@ describe('host and origin guard', () => {
               host,
               'content-type': 'application/json',
               accept: 'application/json, text/event-stream',
-              ...signedHeaders(identityFor(user)),
+              ...sign(identityFor(user)),
             },
           },
           (res) => {
@@ -166,10 +185,10 @@ describe('host and origin guard', () => {
   });
 
   it('answers 403 for a present Origin that is not allowed, and accepts an allowed one', async () => {
-    const bad = await post({ origin: 'https://evil.example', ...signedHeaders(identityFor(user)) });
+    const bad = await post({ origin: 'https://evil.example', ...sign(identityFor(user)) });
     expect(bad.status).toBe(403);
     await bad.body?.cancel();
-    const good = await post({ origin: 'https://platform.example.com', ...signedHeaders(identityFor(user)) });
+    const good = await post({ origin: 'https://platform.example.com', ...sign(identityFor(user)) });
     expect(good.status).toBe(200);
     await good.body?.cancel();
   });
@@ -216,13 +235,13 @@ describe('MCP sessions', () => {
   });
 
   it('refuses a non-initialize request without a session, and an unknown session id', async () => {
-    const h = signedHeaders(identityFor(user));
-    const noSession = await post(h, { jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    const list = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+    const noSession = await post(sign(identityFor(user), list), list);
     expect(noSession.status).toBe(400);
     expect(await noSession.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32000 } });
     const unknown = await post(
-      { ...h, 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
-      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+      { ...sign(identityFor(user), list), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
+      list,
     );
     expect(unknown.status).toBe(404);
     await unknown.body?.cancel();
@@ -234,7 +253,7 @@ describe('MCP sessions', () => {
       headers: {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        ...signedHeaders(identityFor(user)),
+        ...signedHeaders(identityFor(user), { url: server.mcpUrl, body: '{not json' }),
       },
       body: '{not json',
     });
@@ -254,7 +273,7 @@ describe('database down', () => {
         error: { code: 'database_unavailable', message: expect.stringMatching(/unavailable/), status: 503 },
       });
       // A new session can still be opened while the database is down.
-      const fresh = await post(signedHeaders(identityFor(user)));
+      const fresh = await post(sign(identityFor(user)));
       expect(fresh.status).toBe(200);
       await fresh.body?.cancel();
       expect(server.logs().some((l) => l.msg === 'tool degraded' && l.level === 40)).toBe(true);

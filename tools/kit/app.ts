@@ -3,7 +3,7 @@ import { requestId } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
-import { authenticate } from './identity.ts';
+import { readAuthenticatedRequest } from './identity.ts';
 import type { ProvisioningCheck } from './provisioning.ts';
 import type { SessionManager } from './sessions.ts';
 
@@ -12,7 +12,8 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 export interface ToolAppParts {
   /** The service name, which is also the public path prefix (`/<service>/mcp`). */
   service: string;
-  identitySecret: string;
+  /** TOOL_IDENTITY_KEY. */
+  identityKey: string;
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
   sessions: SessionManager;
@@ -25,6 +26,9 @@ interface Exchange {
 }
 
 type Endpoint = (x: Exchange) => Promise<void>;
+
+/** Largest JSON-RPC body a tool server reads (the gateway's own limit, 1 MiB by default, is lower). */
+const MCP_BODY_LIMIT = 4 * 1024 * 1024;
 
 const health: Endpoint = async ({ res }) => {
   // Liveness only: the start-up probe ran before the port was opened, so "up" already means "DB was reachable".
@@ -43,15 +47,19 @@ const health: Endpoint = async ({ res }) => {
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
   const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
     parts.hostGuard.check(req);
-    const identity = authenticate(req, parts.identitySecret);
+    const { identity, body } = await readAuthenticatedRequest(req, {
+      key: parts.identityKey,
+      service: parts.service,
+      bodyLimit: MCP_BODY_LIMIT,
+    });
     const provisioning = await parts.provisioning(identity, reqLog);
-    await parts.sessions.handle(req, res, { identity, provisioning });
+    await parts.sessions.handle(req, res, { identity, provisioning }, body);
   };
 
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
   const routes = new Map<string, Readonly<Record<string, Endpoint>>>([
-    ['/health', { GET: health }],
-    [`/${parts.service}/health`, { GET: health }],
+    ['/health', { GET: health, HEAD: health }],
+    [`/${parts.service}/health`, { GET: health, HEAD: health }],
     [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
   ]);
 

@@ -3,7 +3,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import { HttpInputError, readBody } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { JsonRpcHttpError } from './errors.ts';
 import { type CallerInfo, callerAuthInfo } from './tool.ts';
@@ -14,7 +13,8 @@ import { type CallerInfo, callerAuthInfo } from './tool.ts';
  * another caller's identity is answered like an unknown one, so a leaked id is worth nothing to someone else.
  */
 export interface SessionManager {
-  handle(req: IncomingMessage, res: ServerResponse, caller: CallerInfo): Promise<void>;
+  /** `body`: the POST body, already read, verified and parsed (kit/identity.ts readAuthenticatedRequest). */
+  handle(req: IncomingMessage, res: ServerResponse, caller: CallerInfo, body: unknown): Promise<void>;
   readonly size: number;
   /** Ends the long-lived GET event streams, so a drain waits only for real in-flight requests. */
   endStreams(): void;
@@ -27,8 +27,6 @@ export interface SessionManagerOptions {
   idleMs: number;
   /** Sessions one caller may hold; opening one more closes that caller's least recently used. */
   maxPerCaller?: number;
-  /** Largest JSON-RPC POST body read. */
-  bodyLimit?: number;
 }
 
 interface Session {
@@ -45,19 +43,9 @@ function ownerOf(caller: CallerInfo): string {
   return `${caller.identity.issuer}\n${caller.identity.sub}\n${caller.identity.email.toLowerCase()}`;
 }
 
-async function readJsonRpc(req: IncomingMessage, limit: number): Promise<unknown> {
-  const body = await readBody(req, limit);
-  try {
-    return JSON.parse(body.toString('utf8'));
-  } catch {
-    throw new JsonRpcHttpError(400, -32700, 'Parse error: body is not valid JSON');
-  }
-}
-
 export function createSessionManager(opts: SessionManagerOptions): SessionManager {
   const { log } = opts;
   const maxPerCaller = opts.maxPerCaller ?? 32;
-  const bodyLimit = opts.bodyLimit ?? 4 * 1024 * 1024;
   const sessions = new Map<string, Session>();
 
   async function closeSession(s: Session, why: string): Promise<void> {
@@ -110,16 +98,7 @@ export function createSessionManager(opts: SessionManagerOptions): SessionManage
       return sessions.size;
     },
 
-    async handle(req, res, caller) {
-      let body: unknown;
-      if (req.method === 'POST') {
-        try {
-          body = await readJsonRpc(req, bodyLimit);
-        } catch (err) {
-          if (err instanceof HttpInputError) throw new JsonRpcHttpError(err.status, -32600, err.message);
-          throw err;
-        }
-      }
+    async handle(req, res, caller, body) {
       const sid = req.headers[SESSION_HEADER];
       if (typeof sid !== 'string') {
         if (req.method === 'POST' && isInitializeRequest(body)) return open(req, res, caller, body);
