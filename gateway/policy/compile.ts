@@ -33,6 +33,7 @@ interface ServiceIndex {
 }
 
 const TOOLS_CALL = 'tools/call';
+const MEMO_PER_CALLER = 64;
 const ANY = Symbol('any');
 type Key = string | typeof ANY;
 
@@ -69,6 +70,17 @@ export function compilePolicy(rules: readonly Rule[], services: readonly string[
     for (const m of methodsNamed) methods.set(m, methodIndex(m));
     index.set(service, { methods, otherMethod: methodIndex(ANY) });
   }
+  // Decisions remembered per caller object: the gateway's verified-token cache hands the same object to every
+  // request of one token, so its next request to the same tool is one look-up. A new policy (reload) starts
+  // with an empty memo; a caller's memo is bounded, so made-up tool names cannot grow it without end.
+  const memo = new WeakMap<Caller, Map<string, CompiledRule | null>>();
+  const walk = (candidates: readonly CompiledRule[], caller: Caller): CompiledRule | undefined => {
+    for (let i = 0; i < candidates.length; i++) {
+      const r = candidates[i]!;
+      if (r.matches(caller)) return r;
+    }
+    return undefined;
+  };
   return {
     ruleCount: rules.length,
     decide(service, method, tool, caller) {
@@ -76,11 +88,18 @@ export function compilePolicy(rules: readonly Rule[], services: readonly string[
       if (s === undefined) return undefined;
       const m = (method !== undefined ? s.methods.get(method) : undefined) ?? s.otherMethod;
       const candidates = (tool !== undefined ? m.tools.get(tool) : undefined) ?? m.otherTool;
-      for (let i = 0; i < candidates.length; i++) {
-        const r = candidates[i]!;
-        if (r.matches(caller)) return r;
+      if (candidates.length <= 1) return walk(candidates, caller);
+      const key = `${service}\n${method}\n${tool}`;
+      let decisions = memo.get(caller);
+      const known = decisions?.get(key);
+      if (known !== undefined) return known ?? undefined;
+      const rule = walk(candidates, caller);
+      if (decisions === undefined) {
+        decisions = new Map();
+        memo.set(caller, decisions);
       }
-      return undefined;
+      if (decisions.size < MEMO_PER_CALLER) decisions.set(key, rule ?? null);
+      return rule;
     },
   };
 }

@@ -221,6 +221,27 @@ rules:
   });
 });
 
+describe('remembered decisions', () => {
+  it('are per caller, service, method and tool, and start afresh with new rules', () => {
+    const yaml =
+      'rules:\n  - {tool: a, email: ann@example.com, effect: deny}\n  - {tool: a, issuer: entra, effect: deny}\n  - {effect: allow}\n';
+    const p = check(yaml);
+    const ann = caller();
+    const bob = caller({ email: 'bob@example.com' });
+    for (let i = 0; i < 3; i++) {
+      expect(refusal(() => p.check('deals', call('a'), ann))).toBeInstanceOf(ForbiddenToolError);
+      expect(refusal(() => p.check('deals', call('b'), ann))).toBeUndefined();
+      expect(refusal(() => p.check('deals', call('a'), bob))).toBeUndefined();
+    }
+    // More distinct tools than a caller's memo holds: decisions stay right past the bound.
+    for (let i = 0; i < 100; i++) expect(refusal(() => p.check('mail', call(`t${i}`), ann))).toBeUndefined();
+    expect(refusal(() => p.check('mail', call('a'), ann))).toBeInstanceOf(ForbiddenToolError);
+    const reloaded = check(yaml.replace('email: ann@example.com', 'email: bob@example.com'));
+    expect(refusal(() => reloaded.check('deals', call('a'), ann))).toBeUndefined();
+    expect(refusal(() => reloaded.check('deals', call('a'), bob))).toBeInstanceOf(ForbiddenToolError);
+  });
+});
+
 describe('tools/list narrowing', () => {
   const keep = (name: string) => name !== 'secret';
   const result = {
