@@ -143,9 +143,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     t: VerifiedToken,
   ): void {
     checkAudience(config, route.service, t);
-    let status = revocation.check(t.jti, t.sub, t.iat);
-    // An Entra token's user, cut off by object id (its `sub` is pairwise): see VerifiedToken.oid.
-    if (status === 'ok' && t.oid !== '') status = revocation.check('', t.oid, t.iat);
+    // jti (lowercased), subject (and Entra object id) and forwarded-email cut-offs (revocation/mirror.ts).
+    const status = revocation.check(t);
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);

@@ -51,12 +51,12 @@ afterAll(async () => {
   await Promise.all([ks?.close(), upstream?.close()]);
 });
 
-async function token(iat = 0) {
+async function token(iat = 0, email = 'dev@example.com') {
   const jti = randomUUID();
   const sub = `dev-${randomUUID()}`;
   const t = await mint({
     key: ks.keys[0]!,
-    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email: 'dev@example.com', scope: 'mcp:platform', jti },
+    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email, scope: 'mcp:platform', jti },
     iat,
   });
   return { t, jti, sub };
@@ -86,5 +86,14 @@ describe('startGateway with an in-process revocation store (no Redis)', () => {
     expect((await post(t)).status).toBe(200);
     await revocations.denySubject(sub, Math.floor(Date.now() / 1000));
     expect(errorOf(await post(t)).reason).toBe('token_revoked');
+  });
+
+  it('an email cut-off refuses tokens carrying that email (any case) issued at or before it', async () => {
+    const email = `dev-${randomUUID()}@example.com`;
+    const { t } = await token(-5, email.toUpperCase());
+    expect((await post(t)).status).toBe(200);
+    await revocations.denyEmail(email, Math.floor(Date.now() / 1000));
+    expect(errorOf(await post(t)).reason).toBe('token_revoked');
+    expect((await post((await token(5, email)).t)).status).toBe(200);
   });
 });

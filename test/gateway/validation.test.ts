@@ -690,12 +690,12 @@ describe('malformed and hostile tokens and headers: refused, never a 5xx', () =>
       name: 'email smuggling a header line',
       authorization: () =>
         bearer(platformToken({ email: 'a@b.c\r\nx-platform-user-email: ceo@example.com' })),
-      ...invalid('invalid_claim'),
+      ...invalid('malformed_claim'),
     },
     {
       name: 'sub with a newline',
       authorization: () => bearer(platformToken({ sub: 'a\nb' })),
-      ...invalid('invalid_claim'),
+      ...invalid('malformed_claim'),
     },
     {
       name: 'no email of any kind',
