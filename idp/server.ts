@@ -98,6 +98,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       config,
       roles: await createRoleSource(pool, config.rolesSql),
+      usersIdType: idType,
       revocation,
     });
     const ctx: IdpContext = {

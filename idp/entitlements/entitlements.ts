@@ -60,6 +60,8 @@ export interface EntitlementsOptions {
   pool: Pool;
   config: Pick<IdpConfig, 'entitlements' | 'services' | 'authjs'>;
   roles: RoleSource;
+  /** The SQL type of the users table's id, when the table exists (the refresh path reads the current email). */
+  usersIdType?: string | undefined;
   /** The one revocation service: an ungrant writes the cut-offs through it (recorded, then published). */
   revocation: Pick<RevocationService, 'cutOff'>;
 }
@@ -87,6 +89,10 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
   const { pool, config, roles, revocation } = opts;
   const all: ReadonlySet<string> = new Set(config.services);
   const usersTable = ident(config.authjs.usersTable);
+  // Like the refresh grant itself, entitlements follow the user's current email (a renamed user's grants).
+  const currentEmail = opts.usersIdType
+    ? `COALESCE((SELECT lower(trim(u.email)) FROM ${usersTable} u WHERE u.id = r.user_id::${opts.usersIdType}), r.email)`
+    : 'r.email';
 
   async function granted(email: string, roleNames: readonly string[]): Promise<Set<string>> {
     const { rows } = await pool.query<{ service: string }>({
@@ -169,7 +175,7 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
     async refreshHolder(tokenHash) {
       const { rows } = await pool.query<{ user_id: string; email: string; scope: string }>({
         name: 'refresh_holder',
-        text: 'SELECT user_id, email, scope FROM platform.refresh_tokens WHERE token_hash = $1',
+        text: `SELECT r.user_id, ${currentEmail} AS email, r.scope FROM platform.refresh_tokens r WHERE r.token_hash = $1`,
         values: [tokenHash],
       });
       const r = rows[0];

@@ -196,6 +196,22 @@ describe('managed entitlements', () => {
     expect((await post('deals', t.access_token)).status).not.toBe(401);
   });
 
+  it("follows the user's current email: a renamed user keeps only the grants of the new email", async () => {
+    const user = await seedUser(stack.db.pool);
+    await api('POST', 'entitlements', { service: 'deals', email: user.email });
+    const t = await signIn(stack.idp.issuer, user.sessionToken, { scope: ALL });
+    expect(t.scope.split(' ')).toContain('mcp:deals');
+    const renamed = `renamed-${randomUUID().slice(0, 8)}@example.com`;
+    await stack.db.pool.query('UPDATE users SET email = $1 WHERE id = $2', [renamed, user.id]);
+    const r = await refresh(stack.idp.issuer, t.refresh_token);
+    expect(r.status).toBe(200);
+    expect(String(r.json.scope).split(' ')).not.toContain('mcp:deals');
+    await api('POST', 'entitlements', { service: 'deals', email: renamed });
+    const again = await refresh(stack.idp.issuer, String(r.json.refresh_token));
+    expect(String(again.json.scope).split(' ')).toContain('mcp:deals');
+    expect(decodeJwt(String(again.json.access_token)).email).toBe(renamed);
+  });
+
   it('refuses bad requests with invalid_request, and audits every change', async () => {
     expect((await api('POST', 'entitlements', { service: 'nope', email: 'a@example.com' })).json.error).toBe(
       'invalid_request',
