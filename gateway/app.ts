@@ -155,6 +155,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       let narrow: ToolFilter | undefined;
       if (policy !== undefined) {
         try {
+          // A compressed body cannot be read here, so no rule could be applied to what it asks for.
+          if (body !== null && contentEncoded(h.forward)) {
+            throw new BadRequestError(
+              'encoded_body',
+              'a compressed request body cannot be checked against the tool policy; send it uncompressed',
+            );
+          }
           narrow = policy.current.check(route.service.name, body ?? undefined, t);
         } catch (refusal) {
           return fail(req, res, requestId, route, refusal);
@@ -253,6 +260,19 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   return handle;
+}
+
+/** Whether the request carries a Content-Encoding other than identity (only looked at under a policy). */
+function contentEncoded(headers: readonly string[]): boolean {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (
+      headers[i]!.toLowerCase() === 'content-encoding' &&
+      headers[i + 1]!.trim().toLowerCase() !== 'identity'
+    ) {
+      return true;
+    }
+  }
+  return false;
 }
 
 function pathOf(url: string | undefined): string {

@@ -166,4 +166,33 @@ describe('tools/list narrowing on the wire', () => {
     });
     expect(denied).toBe(403);
   });
+
+  it('refuses a compressed request body it cannot check (400 encoded_body)', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const body = gzipSync(
+      JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'hidden_tool' } }),
+    );
+    const r = await new Promise<{ status: number; text: string }>((resolve) => {
+      const req = request(`${gw.url}/svc/mcp/json`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${token}`,
+          'content-type': 'application/json',
+          'content-encoding': 'gzip',
+          'content-length': body.length,
+        },
+        agent: false,
+      });
+      req.on('response', (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c;
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, text }));
+      });
+      req.end(body);
+    });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.text).error.context.reason).toBe('encoded_body');
+  });
 });
