@@ -9,10 +9,10 @@ import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { seedUser } from '../helpers/database.ts';
 import { signIn } from '../helpers/oauth.ts';
-import { startPlatform } from '../helpers/processes.ts';
+import { startGatewayProcess, startPlatform } from '../helpers/processes.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 
 const SCOPE = 'openid email mcp:platform mcp:mail mcp:deals';
@@ -240,6 +240,25 @@ describe('per-tool policy', () => {
     expect(failures).toEqual([]);
     expect(calls).toBeGreaterThan(20);
     expect(stack.gateway.output().match(/policy reloaded/g)?.length).toBeGreaterThanOrEqual(10);
+  });
+});
+
+describe('without a policy file', () => {
+  it('SIGHUP is logged and the gateway keeps serving', async () => {
+    const gw = await startGatewayProcess({
+      PUBLIC_BASE_URL: 'http://127.0.0.1:8080',
+      GATEWAY_SERVICES: 'mail',
+      MAIL_MCP_UPSTREAM: 'http://127.0.0.1:9',
+      REDIS_URL: inject('redisUrl'),
+      GATEWAY_IDENTITY_SECRET: 'x'.repeat(40),
+    });
+    try {
+      gw.child.kill('SIGHUP');
+      await gw.waitFor(/no GATEWAY_POLICY_FILE: no policy to reload/);
+      expect((await fetch(`${gw.url}/health`)).status).toBe(200);
+    } finally {
+      await gw.stop();
+    }
   });
 });
 
