@@ -262,13 +262,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   return handle;
 }
 
-/** Whether the request carries a Content-Encoding other than identity (only looked at under a policy). */
+/**
+ * Whether the request carries a Content-Encoding other than identity (only looked at under a policy; the header
+ * scan has lowercased the forwarded names).
+ */
 function contentEncoded(headers: readonly string[]): boolean {
   for (let i = 0; i < headers.length; i += 2) {
-    if (
-      headers[i]!.toLowerCase() === 'content-encoding' &&
-      headers[i + 1]!.trim().toLowerCase() !== 'identity'
-    ) {
+    if (headers[i] === 'content-encoding' && headers[i + 1]!.trim().toLowerCase() !== 'identity') {
       return true;
     }
   }
