@@ -13,7 +13,7 @@ import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
 import type { ToolFilter } from './policy/tools-list.ts';
-import { type BodyLimits, readWholeBody } from './proxy/body.ts';
+import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
@@ -26,6 +26,8 @@ export interface GatewayContext {
   upstreams: ReadonlyMap<string, Upstream>;
   /** The per-tool policy; undefined (no GATEWAY_POLICY_FILE): nothing is checked beyond the service's scope. */
   policy?: PolicyFile | undefined;
+  /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
+  bodies: BodyReader;
   log: Logger;
 }
 
@@ -112,11 +114,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     fail: (req, res, requestId, service, err) =>
       sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
   };
-  const bodyLimits: BodyLimits = { maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs };
+  const bodies = ctx.bodies;
 
   /** Public routes answered here: the body (if any) is read and dropped first, so the size limit holds here too. */
   function answer(req: IncomingMessage, res: ServerResponse, x: Exchange, body: string): void {
-    readWholeBody(req, x.h, bodyLimits, (err) => {
+    bodies.read(req, x.h, (err) => {
       if (err) fail(req, res, x.requestId, x.route, err);
       else sendJsonBody(res, 200, body, ['x-request-id', x.requestId]);
     });
@@ -124,7 +126,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   /** The tool server's liveness: proxied without identity, its body bounded like any other. */
   function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange, route: Route): void {
-    readWholeBody(req, x.h, bodyLimits, (err, body) => {
+    bodies.read(req, x.h, (err, body) => {
       if (err) return fail(req, res, x.requestId, route, err);
       x.h.forward.push('x-request-id', x.requestId);
       const { upstream } = route;
@@ -149,7 +151,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
     // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
-    readWholeBody(req, h, bodyLimits, (err, body) => {
+    bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
       // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
       let narrow: ToolFilter | undefined;

@@ -12,6 +12,7 @@ import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
 import { PolicyFile } from './policy/gate.ts';
 import { PolicyFileError } from './policy/load.ts';
+import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
 import { memoryRevocationCheck, type RevocationCheck, RevocationMirror } from './revocation/mirror.ts';
@@ -109,7 +110,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const upstreams = new Map<string, Upstream>(
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
-  const handler = createGatewayHandler({ config, verify, revocation, upstreams, policy, log });
+  const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
+  const handler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, policy, log });
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,
@@ -123,6 +125,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
 
   const release = async () => {
     sync?.stop();
+    bodies.close();
     await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
     await redis?.close();
     await http.close();

@@ -34,14 +34,14 @@ export interface ToolServerConfig {
   adminEmails: readonly string[];
   /** The web application's Auth.js users table, read for USER_NOT_PROVISIONED. */
   usersTable: string;
+  /** How long a user found in the users table is remembered; a deleted user is refused within this time. */
+  usersCacheMs: number;
   /** Host-header patterns (`host:*` = any port); empty = no host guard. */
   allowedHosts: readonly string[];
   /** Allowed `Origin` values; empty = no origin guard. */
   allowedOrigins: readonly string[];
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
-  /** MCP sessions idle longer than this are closed (they hold a server object each). */
-  sessionIdleMs: number;
   logLevel: string;
 }
 
@@ -101,7 +101,7 @@ function origins(env: Env, name: string): string[] {
   return out.map((o) => o.replace(/\/$/, ''));
 }
 
-/** `platform tool <name>`'s settings (CONTRACT.md § Tool servers, plus the Graph settings in docs/tools.md). */
+/** `platform tool <name>`'s settings (README § Tool servers, plus the Graph settings in docs/tools.md). */
 export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   if (!isToolService(name)) {
     throw new ConfigError(
@@ -140,10 +140,10 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     identityKey,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
     usersTable,
+    usersCacheMs: 5_000,
     allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
-    sessionIdleMs: 30 * 60_000,
     logLevel: logLevel(env),
   });
 }

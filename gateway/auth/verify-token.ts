@@ -87,7 +87,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         scopes: splitScope(scope),
         // v2 tokens name the client in `azp`, v1 tokens in `appid`.
         clientId: headerClaim(payload, 'azp', 'appid'),
-        // Entra's token id is `uti` (CONTRACT.md § Gateway).
+        // Entra's token id is `uti` (docs/gateway.md § Bearer validation).
         jti: headerClaim(payload, 'uti'),
         oid: headerClaim(payload, 'oid'),
         email: entraEmailOf(payload),

@@ -4,8 +4,8 @@ import type { Logger } from '../../lib/logger.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { readAuthenticatedRequest } from './identity.ts';
+import type { McpEndpoint } from './mcp.ts';
 import type { ProvisioningCheck } from './provisioning.ts';
-import type { SessionManager } from './sessions.ts';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -16,7 +16,7 @@ export interface ToolAppParts {
   identityKey: string;
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
-  sessions: SessionManager;
+  mcp: McpEndpoint;
 }
 
 interface Exchange {
@@ -42,7 +42,7 @@ const health: Endpoint = async ({ res }) => {
 
 /**
  * A tool server as a request handler; tools/server.ts owns the process side (pool, probe, port, shutdown).
- * The MCP endpoint reads as its steps: host guard, caller from the signed headers, provisioning, MCP.
+ * The MCP endpoint reads as its steps: host guard, body, caller from the signed headers, provisioning, MCP.
  */
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
   const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
@@ -53,7 +53,7 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       bodyLimit: MCP_BODY_LIMIT,
     });
     const provisioning = await parts.provisioning(identity, reqLog);
-    await parts.sessions.handle(req, res, { identity, provisioning }, body);
+    await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
