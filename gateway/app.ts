@@ -16,6 +16,7 @@ import type { ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
+import { checkMcpHeaders } from './proxy/mcp-headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
 
@@ -153,6 +154,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
     bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
+      if (h.mcpMethod !== undefined && req.method === 'POST') {
+        try {
+          checkMcpHeaders(h, body);
+        } catch (e) {
+          return fail(req, res, requestId, route, e);
+        }
+      }
       // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
       let narrow: ToolFilter | undefined;
       if (policy !== undefined) {

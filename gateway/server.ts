@@ -126,7 +126,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const release = async () => {
     sync?.stop();
     bodies.close();
-    await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
+    await Promise.all([...upstreams.values()].map((u) => u.close()));
     await redis?.close();
     await http.close();
   };
@@ -143,7 +143,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
         port: addr.port,
         services: config.services.map((s) => ({
           name: s.name,
-          upstream: s.upstreamOrigin + s.upstreamBasePath,
+          upstreams: s.upstreamOrigins.map((o) => o + s.upstreamBasePath),
         })),
         platformIssuer: platform?.issuer,
         entraTenant: entra?.tenantId,
