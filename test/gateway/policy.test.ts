@@ -6,6 +6,10 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import {
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
@@ -169,6 +173,44 @@ describe('per-tool policy', () => {
     };
     expect(await names(intern.token)).toEqual(['create_calendar_event']);
     expect(await names(staff.token)).toEqual(['create_calendar_event', 'send_mail']);
+  });
+
+  it('holds for the 2026-07-28 revision too (SDK v2 client, Mcp-Method/Mcp-Name headers, stateless)', async () => {
+    const methods: string[] = [];
+    const open2026 = async (token: string) => {
+      const transport = new ModernTransport(new URL(`${stack.baseUrl}/mail/mcp`), {
+        requestInit: { headers: { authorization: `Bearer ${token}` } },
+        fetch: (url, init) => {
+          const m = new Headers(init?.headers).get('mcp-method');
+          if (m) methods.push(m);
+          return fetch(url, init);
+        },
+      });
+      const client = new ModernClient(
+        { name: 'policy-2026', version: '1.0.0' },
+        { versionNegotiation: { mode: 'auto' } },
+      );
+      await client.connect(transport);
+      return client;
+    };
+    const i = await open2026(intern.token);
+    try {
+      expect((await i.listTools()).tools.map((t) => t.name)).toEqual(['create_calendar_event']);
+      await expect(i.callTool({ name: 'send_mail', arguments: mailArgs })).rejects.toThrow(
+        /FORBIDDEN_TOOL|403/,
+      );
+    } finally {
+      await i.close();
+    }
+    const s = await open2026(staff.token);
+    try {
+      expect((await s.listTools()).tools.map((t) => t.name).sort()).toEqual([
+        'create_calendar_event',
+        'send_mail',
+      ]);
+    } finally {
+      await s.close();
+    }
   });
 
   it('require_scope: 403 insufficient_scope naming the scope to ask for; a token with it passes', async () => {
