@@ -9,6 +9,7 @@ import type { RevocationService } from './revocation.ts';
 import type { AdminAuditStore } from './store/admin-audit.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
+import type { ConsentStore } from './store/consents.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
@@ -21,6 +22,7 @@ export interface IdpContext {
   signer: JwtSigner;
   clients: ClientStore;
   codes: CodeStore;
+  consents: ConsentStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
@@ -32,6 +34,8 @@ export interface IdpContext {
   rateLimiter: RateLimiter;
   /** For stores the admin API builds over the provider's tables. */
   pool: Pool;
+  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
+  csrfKey: Buffer;
 }
 
 export interface Exchange {

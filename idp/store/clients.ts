@@ -5,6 +5,8 @@ export interface Client {
   name: string;
   redirectUris: string[];
   type: string;
+  /** A Client ID Metadata Document client's document URL (its client_id); the consent page names its host. */
+  metadataDocumentUrl?: string;
 }
 
 export interface ClientStore {
