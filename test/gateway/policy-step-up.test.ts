@@ -1,7 +1,8 @@
 // Scope step-up through a `require_scope` policy rule, completed by the MCP SDK client's own `auth()`: the
 // client signs in with what the service's metadata offers, calls a tool the policy keeps behind another scope,
 // gets 403 insufficient_scope naming it, re-authorizes for it (its own scope merging), and the call then goes
-// through. Real IdP, gateway and tool servers; the "browser" is a fetch carrying the user's web session.
+// through. Real IdP, gateway and tool servers; the "browser" is a fetch carrying the user's web session that
+// approves the IdP's consent page when it is shown.
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -20,6 +21,7 @@ import {
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
+import { answerConsent, sessionCookieName } from '../helpers/oauth.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'policy-step-up-'));
@@ -101,26 +103,32 @@ class CookieBrowserProvider implements OAuthClientProvider {
   discoveryState() {
     return this.discovery;
   }
+  /** How many times the IdP showed its consent page (a newly registered client; scopes it was not given). */
+  consents = 0;
   async redirectToAuthorization(url: URL) {
-    let next = url;
-    // Follows the IdP's own pages (a consent step, when the IdP asks for one) until the redirect to the client.
-    for (let hops = 0; hops < 5; hops++) {
-      const res = await fetch(next, {
-        redirect: 'manual',
-        headers: { cookie: `authjs.session-token=${this.sessionToken}` },
+    const cookieName = sessionCookieName(url.origin);
+    const res = await fetch(url, {
+      redirect: 'manual',
+      headers: { cookie: `${cookieName}=${this.sessionToken}` },
+    });
+    let status = res.status;
+    let location = res.headers.get('location');
+    if (status === 200) {
+      this.consents++;
+      const answer = await answerConsent({
+        url: url.href,
+        html: await res.text(),
+        sessionToken: this.sessionToken,
+        cookieName,
+        decision: 'approve',
       });
-      const location = res.headers.get('location');
-      if (res.status !== 302 || !location)
-        throw new Error(`authorize answered ${res.status}: ${await res.text()}`);
-      const target = new URL(location, next);
-      if (target.href.startsWith(this.redirectUrl)) {
-        if (target.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
-        this.callbacks.push(target);
-        return;
-      }
-      next = target;
+      status = answer.status;
+      location = answer.location?.href ?? null;
     }
-    throw new Error('too many redirects');
+    if (status !== 302 || !location) throw new Error(`authorize answered ${status}`);
+    const callback = new URL(location);
+    if (callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
+    this.callbacks.push(callback);
   }
 }
 
