@@ -30,6 +30,9 @@ let user: SeededUser;
 
 beforeAll(async () => {
   const email = `stepper-${randomUUID().slice(0, 8)}@example.com`;
+  // A connector (a dynamically registered client) steps up to another service's scope: whoami is kept for
+  // callers who also hold mail access. (platform:admin is never handed to connectors, so it cannot be the
+  // scope stepped up to here.)
   const file = join(dir, 'policy.yaml');
   writeFileSync(
     file,
@@ -37,14 +40,11 @@ beforeAll(async () => {
   - service: platform
     tool: whoami
     effect: require_scope
-    required_scope: platform:admin
+    required_scope: mcp:mail
   - effect: allow
 `,
   );
-  stack = await startStack({
-    idpEnv: { PLATFORM_ADMIN_EMAILS: email },
-    gatewayEnv: { GATEWAY_POLICY_FILE: file },
-  });
+  stack = await startStack({ gatewayEnv: { GATEWAY_POLICY_FILE: file } });
   user = await seedUser(stack.db.pool, { email });
 }, 60_000);
 
@@ -142,7 +142,7 @@ it('403 insufficient_scope from a require_scope rule is completed by the SDK cli
     return { client, transport };
   };
 
-  // First sign-in: what the service's metadata offers (mcp:platform), not platform:admin.
+  // First sign-in: what the service's metadata offers (mcp:platform), not the mail scope the rule asks for.
   const first = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
   await expect(new Client({ name: 'step-up', version: '1.0.0' }).connect(first)).rejects.toBeInstanceOf(
     UnauthorizedError,
@@ -150,9 +150,9 @@ it('403 insufficient_scope from a require_scope rule is completed by the SDK cli
   await first.finishAuth(provider.callbacks.at(-1)!.searchParams);
   const before = String(decodeJwt(provider.tokens()!.access_token).scope).split(' ');
   expect(before).toContain('mcp:platform');
-  expect(before).not.toContain('platform:admin');
+  expect(before).not.toContain('mcp:mail');
 
-  // The guarded tool: the gateway answers 403 insufficient_scope scope="platform:admin"; the SDK runs auth()
+  // The guarded tool: the gateway answers 403 insufficient_scope scope="mcp:mail"; the SDK runs auth()
   // again for the merged scope and, the browser step being a redirect, hands the callback back to us.
   const { client, transport } = await connect();
   await expect(client.callTool({ name: 'whoami', arguments: {} })).rejects.toBeInstanceOf(UnauthorizedError);
@@ -161,7 +161,9 @@ it('403 insufficient_scope from a require_scope rule is completed by the SDK cli
   expect(asked.get('code')).toBeTruthy();
   await transport.finishAuth(asked);
   const after = String(decodeJwt(provider.tokens()!.access_token).scope).split(' ');
-  expect(after).toEqual(expect.arrayContaining(['mcp:platform', 'platform:admin']));
+  expect(after).toEqual(expect.arrayContaining(['mcp:platform', 'mcp:mail']));
+  // The user approved the client once for the first sign-in and once more for the service added by step-up.
+  expect(provider.consents).toBe(2);
 
   // Stepped up: the same call goes through to the tool server.
   const again = await connect();
