@@ -245,7 +245,7 @@ async function orchestrate(): Promise<void> {
         t.runs.push(await measure({ url: t.url, tokens, connections, duration: slice }, [upstream, t.proxy]));
       }
     }
-    const [direct, through] = targets.map((t) => combine(t.runs)) as [Measured, Measured];
+    const [direct, through, policed] = targets.map((t) => combine(t.runs)) as [Measured, Measured, Measured];
     const perRound = (t: Target) =>
       t.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[0]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
@@ -280,9 +280,16 @@ async function orchestrate(): Promise<void> {
       ...targets.map((t) => row(t.name, combine(t.runs))),
       '',
       `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×); per round: ${perRound(targets[1]!)}`,
-      `ratio gateway with the 50-rule policy / without: ${(combine(targets[2]!.runs).requestsPerSecond / through.requestsPerSecond).toFixed(3)}× (target ≥ 0.95×); per round: ${targets[2]!.runs
+      `ratio gateway with the 50-rule policy / without: ${(policed.requestsPerSecond / through.requestsPerSecond).toFixed(3)}× (target ≥ 0.95×); per round: ${targets[2]!.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[1]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
         .join(', ')}`,
+      // CPU per request moves less with the shared machine's load than req/s: the policy's own cost.
+      `policy CPU: (upstream + gateway) µs/request without / with the policy = ${(
+        (through.cpuUsPerRequest[0]! + through.cpuUsPerRequest[1]!) /
+          (policed.cpuUsPerRequest[0]! + policed.cpuUsPerRequest[1]!)
+      ).toFixed(
+        3,
+      )}× (gateway alone: +${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request)`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.
