@@ -12,11 +12,12 @@ import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeE
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
+import type { RpcCall } from './policy/rpc.ts';
 import type { ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
-import { checkMcpHeaders } from './proxy/mcp-headers.ts';
+import { checkMcpHeaders, decodeHeaderValue } from './proxy/mcp-headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
 
@@ -172,7 +173,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
               'a compressed request body cannot be checked against the tool policy; send it uncompressed',
             );
           }
-          narrow = policy.current.check(route.service.name, body ?? undefined, t);
+          // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
+          narrow =
+            h.mcpMethod !== undefined && req.method === 'POST'
+              ? policy.current.checkCalls(route.service.name, headerCalls(h), t)
+              : policy.current.check(route.service.name, body ?? undefined, t);
         } catch (refusal) {
           return fail(req, res, requestId, route, refusal);
         }
@@ -270,6 +275,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   return handle;
+}
+
+/** The call a 2026-07-28 request names in its headers (checked against the body by checkMcpHeaders). */
+function headerCalls(h: InboundHeaders): RpcCall[] {
+  const method = h.mcpMethod;
+  const tool = method === 'tools/call' && h.mcpName !== undefined ? decodeHeaderValue(h.mcpName) : undefined;
+  return [{ method, tool }];
 }
 
 /**

@@ -13,14 +13,18 @@ import type { ToolFilter } from './tools-list.ts';
 export interface PolicyCheck {
   /** Throws ForbiddenToolError / InsufficientScopeError; returns a filter when the answer is a tools/list. */
   check(service: string, body: Buffer | undefined, caller: Caller): ToolFilter | undefined;
+  /** The same, for calls already known (a 2026-07-28 request's headers, once held to its body). */
+  checkCalls(service: string, calls: readonly RpcCall[], caller: Caller): ToolFilter | undefined;
   readonly ruleCount: number;
 }
 
 export function createPolicyCheck(policy: CompiledPolicy): PolicyCheck {
-  return {
+  const check: PolicyCheck = {
     ruleCount: policy.ruleCount,
     check(service, body, caller) {
-      const calls = rpcCalls(body);
+      return check.checkCalls(service, rpcCalls(body), caller);
+    },
+    checkCalls(service, calls, caller) {
       let lists = false;
       for (const call of calls) {
         enforce(policy.decide(service, call.method, call.tool, caller), service, call, caller);
@@ -35,6 +39,7 @@ export function createPolicyCheck(policy: CompiledPolicy): PolicyCheck {
       };
     },
   };
+  return check;
 }
 
 function enforce(rule: CompiledRule | undefined, service: string, call: RpcCall, caller: Caller): void {

@@ -167,6 +167,37 @@ describe('tools/list narrowing on the wire', () => {
     expect(denied).toBe(403);
   });
 
+  it('decides a 2026-07-28 request on its headers only once they agree with the body', async () => {
+    const send = (headerTool: string, bodyTool: string) =>
+      new Promise<number>((resolve) => {
+        const body = JSON.stringify({
+          jsonrpc: '2.0',
+          id: 6,
+          method: 'tools/call',
+          params: { name: bodyTool },
+        });
+        const req = request(`${gw.url}/svc/mcp/json`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'application/json',
+            'mcp-method': 'tools/call',
+            'mcp-name': headerTool,
+          },
+          agent: false,
+        });
+        req.on('response', (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.end(body);
+      });
+    expect(await send('hidden_tool', 'hidden_tool')).toBe(403);
+    // A header naming an allowed tool over a body naming the denied one never reaches the rules.
+    expect(await send('open_tool', 'hidden_tool')).toBe(400);
+    expect(await send('open_tool', 'open_tool')).toBe(200);
+  });
+
   it('refuses a compressed request body it cannot check (400 encoded_body)', async () => {
     const { gzipSync } = await import('node:zlib');
     const body = gzipSync(
