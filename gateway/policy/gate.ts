@@ -67,6 +67,8 @@ export interface PolicyFileOptions {
 export class PolicyFile {
   readonly #opts: PolicyFileOptions;
   #current: PolicyCheck;
+  /** Reloads run one after another: two quick SIGHUPs must not let an older read land last. */
+  #reloading: Promise<boolean> = Promise.resolve(true);
 
   private constructor(opts: PolicyFileOptions, current: PolicyCheck) {
     this.#opts = opts;
@@ -83,7 +85,12 @@ export class PolicyFile {
   }
 
   /** Re-reads the file; a bad file keeps the rules in force and logs one line. Resolves true when swapped. */
-  async reload(): Promise<boolean> {
+  reload(): Promise<boolean> {
+    this.#reloading = this.#reloading.then(() => this.#reload());
+    return this.#reloading;
+  }
+
+  async #reload(): Promise<boolean> {
     const { log, path } = this.#opts;
     try {
       this.#current = await read(this.#opts);
