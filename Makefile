@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools bench-tools clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway bench-tools node deps install uninstall test-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
@@ -31,15 +31,32 @@ typecheck: deps
 
 check: lint typecheck test
 
-bench: bench-idp bench-gateway
+bench: bench-idp bench-gateway bench-tools
 
 bench-idp: deps
 	node bench/idp-refresh.ts
 
-bench-gateway: deps bench-tools
+bench-gateway: deps bench-deps
 	node bench/gateway-proxy.ts
 
+# MCP 2026-07-28 tools/call: the bare SDK v2 server, our tool server, and the tool server behind the gateway.
+bench-tools: deps
+	node bench/tools-call.ts
+
 node: $(NODE_DEP)
+
+# `platform` on PATH: a link to bin/platform.js, which runs on any Node (on one older than 22.12 it hands over to
+# the Node 24 kept under .tools/). PREFIX=/usr/local make install links it there instead.
+PREFIX ?= $(HOME)/.local
+install: deps
+	@mkdir -p $(PREFIX)/bin && ln -sfn $(CURDIR)/bin/platform.js $(PREFIX)/bin/platform
+	@echo "Linked $(PREFIX)/bin/platform -> $(CURDIR)/bin/platform.js"
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	  *) echo "$(PREFIX)/bin is not on your PATH; add this line to your shell's profile: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
+
+uninstall:
+	@if [ "$$(readlink $(PREFIX)/bin/platform)" = "$(CURDIR)/bin/platform.js" ]; then \
+	  rm -f $(PREFIX)/bin/platform && echo "Removed $(PREFIX)/bin/platform"; fi
 
 $(LOCAL_NODE_DIR)/bin/node:
 	@echo "System Node is $(SYSTEM_NODE_MAJOR).x; fetching Node $(NODE_VERSION) (node-linux-$(ARCH)) from the npm registry"
@@ -76,7 +93,7 @@ test-tools:
 	$(call debian-packages,$(TEST_PACKAGES),the tests,exit 1)
 
 # Without HAProxy the gateway benchmark still runs; it leaves out the reference row and says so.
-bench-tools:
+bench-deps:
 	$(call debian-packages,haproxy:/usr/sbin/haproxy,the benchmark,true)
 
 clean:

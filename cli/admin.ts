@@ -133,17 +133,22 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
         }
         const items = await auditPages(api, query, limit ?? 50);
         if (format === 'json') return io.out(JSON.stringify(items, null, 2));
+        // An issuance names its token (jti); an administrative action what it acted on (target).
+        const rows = items.map((i) => {
+          const r = i as Record<string, unknown>;
+          return { ...r, what: r.jti ?? r.target };
+        });
         io.out(
           table(
             [
               ['time', 'at'],
               ['event', 'event'],
-              ['client', 'client_id'],
               ['email', 'email'],
-              ['jti', 'jti'],
+              ['client', 'client_id'],
+              ['jti / target', 'what'],
               ['scope', 'scope'],
             ],
-            items,
+            rows,
           ),
         );
       }),

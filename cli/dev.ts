@@ -2,6 +2,7 @@ import { realpathSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Env } from '../lib/config.ts';
+import { withoutPassword } from '../lib/db.ts';
 import { onShutdown } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
 import { type DevConfig, loadDevConfig } from './dev/config.ts';
@@ -39,6 +40,7 @@ function banner(stack: DevStack, config: DevConfig): string {
     'Sign in from another terminal (the sign-in page offers the development user), then call a tool:',
     '',
     `  ${command} login${issuerFlag}`,
+    `  ${command} tools platform${gatewayFlag}`,
     `  ${command} call platform whoami${gatewayFlag}`,
     `  ${command} admin audit --limit 5`,
     '',
@@ -47,17 +49,6 @@ function banner(stack: DevStack, config: DevConfig): string {
     '',
   ];
   return `${lines.join('\n')}\n`;
-}
-
-/** A DATABASE_URL may carry a password; the terminal (and whoever reads over a shoulder) need not see it. */
-function withoutPassword(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return url;
-  }
 }
 
 /**

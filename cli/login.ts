@@ -12,7 +12,7 @@ import type { ClientConfig } from './config.ts';
 const FALLBACK_SCOPE = 'openid profile email';
 
 /**
- * `platform login`: the spec's command-line login sequence. A loopback listener on 127.0.0.1, the static
+ * `platform login`: the command-line login sequence (RFC 8252 loopback redirect, PKCE). A loopback listener on 127.0.0.1, the static
  * client `platform-cli`, PKCE S256, `state` and `nonce`; the browser signs in and comes back with a code,
  * which is exchanged at the token endpoint found by discovery. The tokens are stored for `platform token`.
  * A sign-in they replace is revoked at its issuer afterwards, so no 30-day refresh token is left behind live

@@ -60,7 +60,7 @@ program
 
 program
   .command('doctor')
-  .description("run the spec's operational acceptance checks that can be run from outside")
+  .description('run the operational checks (docs/operations.md) that can be run from outside')
   .requiredOption('--base-url <url>', 'public base URL of the deployment')
   .option('--service <name>', 'only this service (or a comma-separated list)')
   .option('--token <token>', 'a platform access token, to also check tools/list (default: PLATFORM_TOKEN)')

@@ -14,7 +14,7 @@ import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.t
 import { isServiceName } from '../lib/service-name.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
-// ones README § Gateway names, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
+// ones docs/reference.md § Gateway lists, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
 
 /** A `Host` header pattern: `name` exactly, or `name:*` for the name with any (or no) port. */
 export interface HostPattern {

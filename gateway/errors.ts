@@ -67,7 +67,7 @@ export class PayloadTooLargeError extends GatewayError {
   }
 }
 
-/** 503 instead of a bare 502: the tool server did not answer (docs/gateway.md § Errors). */
+/** 503 instead of a bare 502: the tool server did not answer (docs/reference.md § Errors). */
 export class UpstreamUnavailableError extends GatewayError {
   readonly status = 503;
   readonly code = 'UPSTREAM_UNAVAILABLE';

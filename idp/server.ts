@@ -18,6 +18,7 @@ import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
+import { createKeyPublicationStore } from './store/signing-keys.ts';
 import { JwtSigner } from './tokens/jwt.ts';
 import { loadSigningKeys } from './tokens/keys.ts';
 
@@ -127,6 +128,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
+    await createKeyPublicationStore(pool)
+      .record(
+        keys.map((k) => k.kid),
+        'RS256',
+      )
+      .catch((err: Error) =>
+        log.warn({ err: { message: err.message } }, 'signing keys not recorded (run platform migrate)'),
+      );
     if (redis) {
       // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
       redis.on('ready', () => void replayRevocations(revocation, log));

@@ -52,6 +52,47 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   );
 }
 
+/** A database URL fit for a terminal or a log: the password, if any, replaced by `***`. */
+export function withoutPassword(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+const UNREACHABLE_WORDS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused (is it running?)',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found',
+  ETIMEDOUT: 'no answer',
+  ECONNRESET: 'connection reset',
+};
+
+/**
+ * The first failure to reach the database named in one line, with the variable that holds its URL: a stale or
+ * mistyped DATABASE_URL is the usual cause, and a bare `connect ECONNREFUSED` names neither. Errors that are
+ * not about reaching the server (SQL, permissions) come back as they were.
+ */
+export function databaseConnectError(err: unknown, url: string, variable: string): Error {
+  if (!(err instanceof Error)) return new Error(String(err));
+  const code = (err as { code?: string }).code ?? '';
+  const words = UNREACHABLE_WORDS[code];
+  if (
+    !words &&
+    !/^(08|57P0|28)/.test(code) &&
+    !/timeout exceeded when trying to connect/i.test(err.message)
+  ) {
+    return err;
+  }
+  return new Error(
+    `cannot reach the database at ${withoutPassword(url)} (${variable}): ${words ?? err.message}`,
+    { cause: err },
+  );
+}
+
 /** Quotes an SQL identifier, optionally schema-qualified (`schema.table`). */
 export function ident(name: string): string {
   return name

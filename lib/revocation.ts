@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Redis } from 'ioredis';
 
-// Names fixed by the interface (docs/idp.md § Revocation): keys, values and the channel's messages.
+// Names shared with every gateway and IdP (docs/reference.md § Redis keys): keys, values and the channel's messages.
 export const REVOCATION_CHANNEL = 'platform:revocations';
 /** jti values are compared case-insensitively: written and looked up lowercased. */
 export const denyJtiKey = (jti: string) => `platform:deny:jti:${jti.toLowerCase()}`;

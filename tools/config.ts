@@ -101,7 +101,7 @@ function origins(env: Env, name: string): string[] {
   return out.map((o) => o.replace(/\/$/, ''));
 }
 
-/** `platform tool <name>`'s settings (README § Tool servers, plus the Graph settings in docs/tools.md). */
+/** `platform tool <name>`'s settings (docs/reference.md § Tool servers, plus the Graph settings in docs/tools.md). */
 export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   if (!isToolService(name)) {
     throw new ConfigError(

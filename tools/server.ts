@@ -65,7 +65,7 @@ export async function startToolServer(
       log,
     });
     endpoint = mcp;
-    // The spec's boot check #6 looks for this line. There are no sessions to manage any more (every request is
+    // Operational check #6 (docs/operations.md) looks for this line. There are no sessions to manage any more (every request is
     // served on its own), but the line still marks the same moment: the MCP machinery is ready to serve.
     log.info(
       { tools: started.tools.map((t) => t.name), mode: 'stateless', revisions: MCP_REVISIONS },

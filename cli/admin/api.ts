@@ -5,7 +5,7 @@ import { CliError, describeError, isUnreachable, LOGIN_HINT } from '../client/er
 import type { Io } from '../client/io.ts';
 import { FROM_STORED_LOGIN } from '../client/oidc.ts';
 import type { ClientConfig } from '../config.ts';
-import { accessToken } from '../token.ts';
+import { accessToken, renewAccessToken } from '../token.ts';
 
 /** Seconds a JSON request to the admin API may take. Exports stream for as long as rows keep coming. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -20,15 +20,25 @@ export type Query = Record<string, string | number | undefined>;
 export class AdminApi {
   readonly issuer: string;
   readonly #from: string;
-  readonly #token: string;
+  #token: string;
   /** The scope of the stored login, when the token came from it (for a useful hint on 403). */
   readonly #storedScope: string | undefined;
+  /** Set when the token came from the stored login, which can be refreshed once if the IdP refuses it. */
+  readonly #renew: (() => Promise<string>) | undefined;
 
-  private constructor(opts: { issuer: string; from: string; token: string; storedScope?: string }) {
+  private constructor(opts: {
+    issuer: string;
+    from: string;
+    token: string;
+    storedScope?: string;
+    renew?: (rejected: string) => Promise<string>;
+  }) {
     this.issuer = opts.issuer;
     this.#from = opts.from;
     this.#token = opts.token;
     this.#storedScope = opts.storedScope;
+    const renew = opts.renew;
+    this.#renew = renew ? () => renew(this.#token) : undefined;
   }
 
   /**
@@ -43,7 +53,13 @@ export class AdminApi {
     const token = await accessToken(config, io);
     const [issuer, from] =
       !config.issuerGiven && stored ? [stored.issuer, FROM_STORED_LOGIN] : [config.issuer, config.issuerFrom];
-    return new AdminApi({ issuer, from, token, storedScope: stored?.scope });
+    return new AdminApi({
+      issuer,
+      from,
+      token,
+      storedScope: stored?.scope,
+      renew: config.token ? undefined : (rejected) => renewAccessToken(config, io, rejected),
+    });
   }
 
   /** A JSON request; an answer other than 2xx becomes one CliError line. */
@@ -81,17 +97,16 @@ export class AdminApi {
     const url = this.#url(path, opts.query);
     let res: Response;
     try {
-      res = await fetch(url, {
-        method,
-        signal,
-        headers: {
-          authorization: `Bearer ${this.#token}`,
-          accept: 'application/json',
-          ...(opts.body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-      });
+      res = await this.#send(url, method, opts.body, signal);
+      // The stored login's access token revoked (an administrator may well revoke their own): refresh once,
+      // as `platform call` does. A 401 is answered before the IdP acts, so sending again repeats nothing.
+      if (res.status === 401 && this.#renew) {
+        await res.body?.cancel();
+        this.#token = await this.#renew();
+        res = await this.#send(url, method, opts.body, signal);
+      }
     } catch (err) {
+      if (err instanceof CliError) throw err;
       const where = `${this.issuer} (${this.#from})`;
       throw new CliError(
         'UNREACHABLE',
@@ -103,6 +118,19 @@ export class AdminApi {
     }
     if (res.ok) return res;
     throw await this.#refusal(res, url);
+  }
+
+  #send(url: string, method: string, body: unknown, signal: AbortSignal | undefined): Promise<Response> {
+    return fetch(url, {
+      method,
+      signal,
+      headers: {
+        authorization: `Bearer ${this.#token}`,
+        accept: 'application/json',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
   }
 
   /** The IdP's `{error, error_description}` as one line, with what to do about it. */

@@ -130,7 +130,8 @@ async function gatewayError(
     });
   }
   if (isUnreachable(err)) {
-    return new CliError('UNREACHABLE', `cannot reach the gateway at ${ctx.endpoint}: ${describeError(err)}`, {
+    const where = `${ctx.endpoint} (${ctx.config.gatewayFrom})`;
+    return new CliError('UNREACHABLE', `cannot reach the gateway at ${where}: ${describeError(err)}`, {
       cause: err,
     });
   }

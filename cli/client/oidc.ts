@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import { CliError, describeError, isUnreachable } from './errors.ts';
 
-/** The static, pre-registered first-party client (spec: command-line login sequence, step 2). */
+/** The static, pre-registered first-party client (pre-registered, docs/cli.md § platform login). */
 export const CLI_CLIENT_ID = 'platform-cli';
 
 /** Seconds every request to the issuer may take; a CLI that hangs on a dead server helps nobody. */

@@ -175,6 +175,10 @@ function sendPage(res: ServerResponse, status: number, html: string): void {
     'cache-control': 'no-store',
     'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
     'x-content-type-options': 'nosniff',
+    // The IdP's own responses say no-referrer; under it a browser posts this page's form with `Origin: null`,
+    // and the cross-origin check below could not tell this page from another site's. same-origin keeps the
+    // real Origin on our own POST and still sends nothing to other sites.
+    'referrer-policy': 'same-origin',
   });
   res.end(html);
 }

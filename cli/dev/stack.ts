@@ -3,7 +3,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import { startGateway } from '../../gateway/server.ts';
 import { startIdp } from '../../idp/server.ts';
 import { ConfigError } from '../../lib/config.ts';
-import { createPool } from '../../lib/db.ts';
+import { createPool, databaseConnectError } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { migrate } from '../../lib/migrate.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
@@ -58,7 +58,10 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
 
     const pool = createPool(databaseUrl, log, { max: 4, applicationName: 'platform-dev' });
     closers.push(() => pool.end());
-    await pool.query(await readFile(AUTHJS_SCHEMA, 'utf8'));
+    await pool.query(await readFile(AUTHJS_SCHEMA, 'utf8')).catch((err: unknown) => {
+      // Only a DATABASE_URL can be out of reach here: the embedded database just started.
+      throw databaseConnectError(err, databaseUrl, 'DATABASE_URL');
+    });
     const migrated = await migrate(pool, MIGRATION_SETS);
     if (migrated.applied.length) log.info({ applied: migrated.applied }, 'dev: migrations applied');
 

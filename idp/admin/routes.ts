@@ -1,6 +1,9 @@
+import { auditExport, auditPage } from './audit.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
+import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
 import type { AdminRoute } from './router.ts';
+import { revokeSignInRoute, userRoute, withdrawConsentRoute } from './users.ts';
 
 /**
  * The admin API's one route table (docs/idp.md § Admin API). Adding a route is one line here plus its handler;
@@ -9,6 +12,19 @@ import type { AdminRoute } from './router.ts';
 export const adminRoutes: readonly AdminRoute[] = [
   { method: 'POST', path: '/admin/api/revoke-token', action: 'revoke-token', handler: revokeTokenRoute },
   { method: 'POST', path: '/admin/api/revoke-user', action: 'revoke-user', handler: revokeUserRoute },
+  { method: 'GET', path: '/admin/api/audit', action: 'read-audit', handler: auditPage },
+  { method: 'GET', path: '/admin/api/audit.jsonl', action: 'export-audit', handler: auditExport('jsonl') },
+  { method: 'GET', path: '/admin/api/audit.csv', action: 'export-audit', handler: auditExport('csv') },
+  { method: 'GET', path: '/admin/api/users/:email', action: 'read-user', handler: userRoute },
+  { method: 'DELETE', path: '/admin/api/sign-ins/:id', action: 'revoke-sign-in', handler: revokeSignInRoute },
+  {
+    method: 'DELETE',
+    path: '/admin/api/consents/:email/:client_id',
+    action: 'withdraw-consent',
+    handler: withdrawConsentRoute,
+  },
+  { method: 'GET', path: '/admin/api/clients', action: 'read-clients', handler: clientsRoute },
+  { method: 'GET', path: '/admin/api/keys', action: 'read-keys', handler: keysRoute },
   { method: 'GET', path: '/admin/api/entitlements', action: 'entitlements', handler: listEntitlementsRoute },
   { method: 'POST', path: '/admin/api/entitlements', action: 'grant', handler: grantRoute },
   { method: 'DELETE', path: '/admin/api/entitlements', action: 'ungrant', handler: ungrantRoute },

@@ -3,7 +3,7 @@ import { InvalidTargetError } from '../errors.ts';
 
 /**
  * RFC 8707 `resource`: must name a configured service's MCP endpoint (`{base}/<service>/mcp`) or the platform
- * audience. The token's `aud` stays the one platform audience either way (CONTRACT.md).
+ * audience. The token's `aud` stays the one platform audience either way.
  */
 export function validateResource(config: IdpConfig, resource: string): void {
   if (resource === config.audience) return;

@@ -1,7 +1,7 @@
 import type { Pool } from '../../lib/db.ts';
 
 export const REFRESH_TTL_SECONDS = 30 * 24 * 3600;
-/** CONTRACT.md: a rotated-out token presented again by the same client within 10 s is a retry, not theft. */
+/** A rotated-out token presented again by the same client within 10 s is a retry, not theft. */
 export const RETRY_WINDOW_SECONDS = 10;
 
 export interface Grant {

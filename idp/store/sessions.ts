@@ -12,7 +12,7 @@ export interface SessionStore {
   findBySessionToken(token: string): Promise<SessionUser | undefined>;
 }
 
-/** Reads the web application's Auth.js database session (CONTRACT.md § IdP). */
+/** Reads the web application's Auth.js database session (docs/idp.md § Storage). */
 export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): SessionStore {
   const text = `
     SELECT u.id::text AS user_id, lower(trim(u.email)) AS email,

@@ -254,7 +254,7 @@ describe('platform call', () => {
     const r = await call(['platform', 'whoami', '--gateway', dead]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(
-      `platform: cannot reach the gateway at ${dead}/platform/mcp: connection refused (is it running?)\n`,
+      `platform: cannot reach the gateway at ${dead}/platform/mcp (from --gateway): connection refused (is it running?)\n`,
     );
     const anon = await runPlatform(['call', 'platform', 'whoami'], {
       XDG_CONFIG_HOME: '/nonexistent',

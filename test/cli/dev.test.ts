@@ -68,7 +68,9 @@ describe('platform dev', () => {
     expect(out).toContain(`IdP (issuer)     ${issuer()}`);
     // Lines that run as printed from the checkout (bin/platform.js finds a Node it can use by itself).
     expect(out).toContain(`  ./bin/platform.js login --issuer ${issuer()}\n`);
-    expect(out).toContain(`  ./bin/platform.js call platform whoami --gateway http://localhost:${ports.gateway}\n`);
+    expect(out).toContain(
+      `  ./bin/platform.js call platform whoami --gateway http://localhost:${ports.gateway}\n`,
+    );
     expect(out).toContain('Administrators   dev@example.com   (PLATFORM_ADMIN_EMAILS)');
     expect(out).toContain('(embedded PGlite)');
     expect(out).toContain(`Gateway          http://localhost:${ports.gateway}`);

@@ -142,6 +142,20 @@ describe('a server that is not there', () => {
     );
   });
 
+  it('call and tools name the gateway and the variable it came from', async () => {
+    for (const cmd of [
+      ['call', 'platform', 'whoami'],
+      ['tools', 'platform'],
+    ]) {
+      const r = await runPlatform([...cmd, '--token', 'x'], { HOME: home.dir, PLATFORM_GATEWAY_URL: dead });
+      expect(r).toEqual({
+        code: 1,
+        stdout: '',
+        stderr: `platform: cannot reach the gateway at ${dead}/platform/mcp (from PLATFORM_GATEWAY_URL): connection refused (is it running?)\n`,
+      });
+    }
+  });
+
   it('admin names the IdP it could not reach and how to name another', async () => {
     const r = await runPlatform(['admin', 'keys', '--token', 'x'], { HOME: home.dir, PLATFORM_ISSUER: dead });
     expect(r).toEqual({
@@ -149,6 +163,25 @@ describe('a server that is not there', () => {
       stdout: '',
       stderr: `platform: cannot reach the IdP at ${dead} (from PLATFORM_ISSUER): connection refused (is it running?)\n`,
     });
+  });
+
+  it('migrate and dev name the database they could not reach, without its password', async () => {
+    const port = await freePort();
+    const url = `postgresql://postgres:hunter2@127.0.0.1:${port}/platform`;
+    const line = `platform: cannot reach the database at postgresql://postgres:***@127.0.0.1:${port}/platform (DATABASE_URL): connection refused (is it running?)\n`;
+    expect(await runPlatform(['migrate'], { DATABASE_URL: url })).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: line,
+    });
+    const dev = await runPlatform(['dev'], {
+      DATABASE_URL: url,
+      PLATFORM_DEV_DATA_DIR: join(scratch, 'dev-data'),
+      IDP_PORT: String(await freePort()),
+      GATEWAY_PORT: String(await freePort()),
+    });
+    expect(dev.code).toBe(1);
+    expect(dev.stderr).toBe(line);
   });
 
   it('admin without a login says to log in', async () => {

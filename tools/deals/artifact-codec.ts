@@ -3,7 +3,7 @@ import { type ClosureBody, citationSchema, metricSchema } from './model.ts';
 
 /**
  * Artifact bodies are stored in the shape of the schema version that wrote them and upgraded when read, so
- * raising the version never rewrites or strands old rows (spec check 21).
+ * raising the version never rewrites or strands old rows (operational check #21, docs/operations.md).
  *
  * - Version 1: the contract's minimal shape; `citations` are free-text strings (what a caller that knew no
  *   anchors sent). Also the column default, so a row written without a version reads as version 1.

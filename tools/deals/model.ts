@@ -5,7 +5,7 @@ import { z } from 'zod';
 /**
  * Durable anchors survive re-rendering and re-uploading of a source (a content hash, a file identifier, a
  * journal identifier); fragile ones (quoted text, a page number) break when the document is edited or
- * re-paginated, so they are counted and shown rather than trusted (spec check 18).
+ * re-paginated, so they are counted and shown rather than trusted (operational check #18, docs/operations.md).
  */
 export const DURABLE_ANCHORS = ['content_hash', 'file_id', 'journal_id'] as const;
 export const FRAGILE_ANCHORS = ['text', 'page'] as const;

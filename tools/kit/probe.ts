@@ -17,7 +17,7 @@ function describe(err: unknown): string {
 }
 
 /**
- * The start-up probe (spec check 16): `SELECT 1`, then every table the server reads or writes exists and is
+ * The start-up probe (operational check #16, docs/operations.md): `SELECT 1`, then every table the server reads or writes exists and is
  * readable by the role we connect as. Runs before listening; a failure stops the boot with one line.
  */
 export async function probeDatabase(pool: Pool, tables: readonly string[]): Promise<void> {

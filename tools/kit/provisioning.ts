@@ -5,7 +5,7 @@ import { UserNotProvisionedError } from './errors.ts';
 
 /**
  * `verified`: the caller has a row in the web application's users table.
- * `unverified`: the database could not be asked. The request is not refused with a 5xx (spec check 20: a
+ * `unverified`: the database could not be asked. The request is not refused with a 5xx (operational check #20, docs/operations.md: a
  * dependency down degrades); instead every tool call answers a `database_unavailable` tool error, so an
  * unprovisioned caller still gets nothing done while the MCP session itself stays usable.
  */

@@ -30,7 +30,7 @@ export interface ProposalResult {
 /**
  * Writes a proposal once per (caller, idempotency key). The key row is inserted first: a concurrent identical
  * call blocks on its unique index until this transaction ends, then finds the key and returns the same
- * artifact with `wasInserted: false` — one ledger row however many calls race (spec check 17). An expired key
+ * artifact with `wasInserted: false` — one ledger row however many calls race (operational check #17, docs/operations.md). An expired key
  * (older than 24 h) is taken over as if new.
  */
 export async function proposeClosure(pool: Pool, p: Proposal, actor: Actor): Promise<ProposalResult> {

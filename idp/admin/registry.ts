@@ -1,0 +1,72 @@
+import { CONSENT_EXEMPT_CLIENTS } from '../consent.ts';
+import { createKeyPublicationStore } from '../store/signing-keys.ts';
+import type { AdminHandler } from './router.ts';
+
+type ClientKind = 'builtin' | 'registered' | 'metadata';
+
+/** A Client ID Metadata Document client is named by its document's https URL. */
+const kindOf = (clientId: string): ClientKind =>
+  CONSENT_EXEMPT_CLIENTS.has(clientId)
+    ? 'builtin'
+    : clientId.startsWith('https://')
+      ? 'metadata'
+      : 'registered';
+
+/**
+ * GET /admin/api/clients → {"items": [{"client_id", "client_name", "kind", "redirect_uris", "created_at",
+ * "consents"}]}: the stored clients (built in, registered), then metadata-document clients known only through
+ * consents (their documents are fetched when used, not stored: redirect_uris and created_at are null).
+ */
+export const clientsRoute: AdminHandler = async ({ ctx }) => {
+  const [{ rows }, consents] = await Promise.all([
+    ctx.pool.query<{ client_id: string; name: string; redirect_uris: string; created_at: Date }>(
+      'SELECT client_id, name, redirect_uris, created_at FROM platform.oauth_clients ORDER BY created_at, client_id',
+    ),
+    ctx.consents.countByClient(),
+  ]);
+  const items: Array<Record<string, unknown>> = rows.map((r) => ({
+    client_id: r.client_id,
+    client_name: r.name,
+    kind: kindOf(r.client_id),
+    redirect_uris: parseList(r.redirect_uris),
+    created_at: r.created_at.toISOString(),
+    consents: consents.get(r.client_id) ?? 0,
+  }));
+  const stored = new Set(rows.map((r) => r.client_id));
+  for (const [clientId, n] of consents) {
+    if (stored.has(clientId)) continue;
+    items.push({
+      client_id: clientId,
+      client_name: null,
+      kind: kindOf(clientId),
+      redirect_uris: null,
+      created_at: null,
+      consents: n,
+    });
+  }
+  return { body: { items }, audit: { detail: { clients: items.length } } };
+};
+
+function parseList(text: string): string[] {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * GET /admin/api/keys → {"items": [{"kid", "alg", "published_since", "signing"}]}: the keys the provider
+ * publishes now, in configuration order (the first signs), with the time it first published each.
+ */
+export const keysRoute: AdminHandler = async ({ ctx }) => {
+  const since = await createKeyPublicationStore(ctx.pool).publishedSince();
+  const items = ctx.keys.map((k, i) => ({
+    kid: k.kid,
+    alg: 'RS256',
+    published_since: since.get(k.kid)?.toISOString() ?? null,
+    signing: i === 0,
+  }));
+  return { body: { items }, audit: { detail: { keys: items.length } } };
+};
