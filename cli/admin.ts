@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { AdminApi, type Query } from './admin/api.ts';
+import { registerEntitlementCommands } from './admin/entitlements.ts';
 import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
 import { CliError } from './client/errors.ts';
 import { type Io, processIo } from './client/io.ts';
@@ -56,6 +57,8 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
       process.exitCode = err.exitCode;
     }
   };
+
+  registerEntitlementCommands({ command, act, io });
 
   command(
     'revoke-user',

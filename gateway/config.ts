@@ -86,6 +86,8 @@ export interface GatewayConfig {
   /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
   upstreamRetryMs: number;
   shutdownGraceMs: number;
+  /** The per-tool policy (YAML); undefined: every caller with a service's scope may call all its tools. */
+  policyFile: string | undefined;
 }
 
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -286,5 +288,6 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
       number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,
     upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,
     shutdownGraceMs: number(env, 'GATEWAY_SHUTDOWN_GRACE_SECONDS', 10, { min: 0, max: 600 }) * 1000,
+    policyFile: optionalString(env, 'GATEWAY_POLICY_FILE'),
   });
 }

@@ -18,4 +18,6 @@ export async function main(env: Env): Promise<void> {
     await gateway.close({ lingerMs: SHUTDOWN_LINGER_MS });
     await metricsServer?.close();
   });
+  // Reloading swaps the rules between requests; nothing in flight is dropped (and SIGHUP no longer ends us).
+  process.on('SIGHUP', () => void gateway.reloadPolicy());
 }

@@ -12,6 +12,8 @@ import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
+import { PolicyFile } from './policy/gate.ts';
+import { PolicyFileError } from './policy/load.ts';
 import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
@@ -33,6 +35,8 @@ export interface GatewayDeps {
 export interface RunningGateway {
   url: string;
   port: number;
+  /** SIGHUP: re-reads GATEWAY_POLICY_FILE; a bad file keeps the rules in force. False when nothing changed. */
+  reloadPolicy(): Promise<boolean>;
   /**
    * Drains and releases everything. `lingerMs` (the process's SIGTERM path) first hands the kept-alive
    * connections back to the proxy in front (lib/lifecycle.ts `linger`), so a replica stopped under load fails
@@ -41,11 +45,28 @@ export interface RunningGateway {
   close(opts?: { lingerMs?: number }): Promise<void>;
 }
 
+/** The policy file, loaded before anything else starts: a bad one stops start-up with one line naming it. */
+async function loadPolicy(config: GatewayConfig, log: Logger): Promise<PolicyFile | undefined> {
+  if (config.policyFile === undefined) return undefined;
+  try {
+    return await PolicyFile.load({
+      path: config.policyFile,
+      services: config.services.map((s) => s.name),
+      log,
+    });
+  } catch (err) {
+    if (err instanceof PolicyFileError)
+      throw new ConfigError('GATEWAY_POLICY_FILE', `${config.policyFile}: ${err.message}`);
+    throw err;
+  }
+}
+
 /** How long start-up waits for the revocation mirror before listening anyway (Redis down must not stop us). */
 const MIRROR_STARTUP_WAIT_MS = 3000;
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
   const { log, metrics } = deps;
+  const policy = await loadPolicy(config, log);
   const http = new JwksHttpClient();
   let redis: RedisClients | undefined;
   let sync: RevocationSync | undefined;
@@ -100,7 +121,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
-  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
+  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, policy, log });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
   const handler = metrics
     ? instrument(gatewayHandler, metrics.http, gatewayRouteOf(new Set(config.services.map((s) => s.name))))
@@ -141,12 +162,20 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
         platformIssuer: platform?.issuer,
         entraTenant: entra?.tenantId,
         revocationMode: deps.revocations ? 'in-process' : config.revocationMode,
+        policyRules: policy?.current.ruleCount,
       },
       'gateway listening',
     );
     return {
       url: `http://127.0.0.1:${addr.port}`,
       port: addr.port,
+      async reloadPolicy() {
+        if (policy === undefined) {
+          log.info('no GATEWAY_POLICY_FILE: no policy to reload');
+          return false;
+        }
+        return policy.reload();
+      },
       async close(opts = {}) {
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server, config.shutdownGraceMs);

@@ -3,6 +3,7 @@ import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { Entitlements } from './entitlements/entitlements.ts';
 import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
@@ -29,6 +30,7 @@ export interface IdpContext {
   revocations: RevocationPublisher;
   /** Grant, reuse and rate-limit counters; absent when the process serves no metrics. */
   metrics?: IdpMetrics;
+  entitlements: Entitlements;
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;

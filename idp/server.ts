@@ -9,6 +9,8 @@ import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revoc
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { createEntitlements } from './entitlements/entitlements.ts';
+import { createRoleSource } from './entitlements/roles.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
@@ -107,6 +109,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       trustedProxies: config.trustedProxies,
       redis,
     });
+    const entitlements = createEntitlements({
+      pool,
+      config,
+      roles: await createRoleSource(pool, config.rolesSql),
+      usersIdType: idType,
+      revocation,
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -118,6 +127,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
+      entitlements,
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
@@ -154,7 +164,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
-    log.info({ port: addr.port, issuer: config.issuer, kids: keys.map((k) => k.kid) }, 'idp listening');
+    log.info(
+      {
+        port: addr.port,
+        issuer: config.issuer,
+        kids: keys.map((k) => k.kid),
+        entitlements: config.entitlements,
+      },
+      'idp listening',
+    );
     return {
       server,
       port: addr.port,

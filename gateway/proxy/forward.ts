@@ -3,6 +3,7 @@ import { type Dispatcher, Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
 import { type GatewayError, UpstreamUnavailableError } from '../errors.ts';
+import { narrowJsonBody, SseToolsNarrower, type ToolFilter } from '../policy/tools-list.ts';
 import { responseHeaders } from './headers.ts';
 
 /**
@@ -85,7 +86,17 @@ export interface Outbound {
   requestId: string;
   /** The body, already read whole (proxy/body.ts); null for none. */
   body: Buffer | null;
+  /**
+   * A tools/list under a policy: the answer is narrowed to the tools this filter keeps (a JSON answer is held
+   * whole and rewritten; an SSE answer is rewritten event by event). Undefined: relayed untouched.
+   */
+  narrow?: ToolFilter | undefined;
 }
+
+/** How a narrowed tools/list answer is being relayed. */
+type Narrowing =
+  | { kind: 'json'; status: number; headers: string[]; chunks: Buffer[] }
+  | { kind: 'sse'; narrower: SseToolsNarrower };
 
 const kHandler = Symbol('gateway.proxyHandler');
 type TrackedResponse = ServerResponse & { [kHandler]?: ProxyHandler };
@@ -124,6 +135,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   readonly #headers: string[];
   readonly #requestId: string;
   readonly #body: Buffer | null;
+  readonly #narrow: ToolFilter | undefined;
+  #narrowing: Narrowing | undefined;
   readonly #startedAt = Date.now();
   #controller: Dispatcher.DispatchController | null = null;
   /** Replica of the current attempt (index into upstream.pools) and how many attempts were made. */
@@ -145,6 +158,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     this.#headers = out.headers;
     this.#requestId = out.requestId;
     this.#body = out.body;
+    this.#narrow = out.narrow;
     const u = out.upstream;
     this.#target = u.next;
     u.next = u.pools.length === 1 ? 0 : (u.next + 1) % u.pools.length;
@@ -190,6 +204,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return;
     this.#responseStarted = true;
     const res = this.#res;
+    if (this.#narrow !== undefined && !this.#startNarrowing(controller, statusCode, headers)) return;
+    if (this.#narrowing?.kind === 'json') return;
     try {
       res.writeHead(statusCode, responseHeaders(headers, this.#requestId));
     } catch (err) {
@@ -209,7 +225,53 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     if (headers['content-length'] === undefined) res.flushHeaders();
   }
 
+  /**
+   * Decides how a tools/list answer is narrowed. False: refused (an encoded body cannot be read, and relaying
+   * it unread would list tools the policy hides).
+   */
+  #startNarrowing(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): boolean {
+    const encoding = headers['content-encoding'];
+    const type = String(headers['content-type'] ?? '').toLowerCase();
+    if (encoding !== undefined && encoding !== 'identity') {
+      this.#responseStarted = false;
+      this.#finished = true;
+      controller.abort(new Error('encoded tools/list answer'));
+      this.#fail(
+        new UpstreamUnavailableError(
+          'upstream_encoded_tools_list',
+          `the ${this.#upstream.service.name} tool server compressed a tools/list answer the policy must narrow`,
+        ),
+      );
+      return false;
+    }
+    if (type.startsWith('text/event-stream')) {
+      this.#narrowing = { kind: 'sse', narrower: new SseToolsNarrower(this.#narrow!) };
+    } else if (type.startsWith('application/json')) {
+      const out = responseHeaders(headers, this.#requestId);
+      // The length changes with the rewrite; it is set again when the body is whole.
+      for (let i = out.length - 2; i >= 0; i -= 2) {
+        if (out[i] === 'content-length' || out[i] === 'transfer-encoding') out.splice(i, 2);
+      }
+      this.#narrowing = { kind: 'json', status: statusCode, headers: out, chunks: [] };
+    }
+    return true;
+  }
+
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const n = this.#narrowing;
+    if (n?.kind === 'json') {
+      n.chunks.push(chunk);
+      return;
+    }
+    if (n?.kind === 'sse') {
+      const text = n.narrower.push(chunk);
+      if (text === '') return;
+      chunk = Buffer.from(text);
+    }
     const res = this.#res;
     if (!res.write(chunk)) {
       controller.pause();
@@ -219,6 +281,19 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#finished = true;
+    const n = this.#narrowing;
+    if (n?.kind === 'json') {
+      const original = Buffer.concat(n.chunks).toString('utf8');
+      const body = Buffer.from(narrowJsonBody(original, this.#narrow!) ?? original);
+      n.headers.push('content-length', String(body.length));
+      this.#res.writeHead(n.status, n.headers);
+      this.#res.end(body);
+      return;
+    }
+    if (n?.kind === 'sse') {
+      this.#res.end(n.narrower.end());
+      return;
+    }
     this.#res.end();
   }
 

@@ -1,4 +1,5 @@
 import { auditExport, auditPage } from './audit.ts';
+import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
 import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
 import type { AdminRoute } from './router.ts';
@@ -24,4 +25,7 @@ export const adminRoutes: readonly AdminRoute[] = [
   },
   { method: 'GET', path: '/admin/api/clients', action: 'read-clients', handler: clientsRoute },
   { method: 'GET', path: '/admin/api/keys', action: 'read-keys', handler: keysRoute },
+  { method: 'GET', path: '/admin/api/entitlements', action: 'entitlements', handler: listEntitlementsRoute },
+  { method: 'POST', path: '/admin/api/entitlements', action: 'grant', handler: grantRoute },
+  { method: 'DELETE', path: '/admin/api/entitlements', action: 'ungrant', handler: ungrantRoute },
 ];

@@ -29,9 +29,21 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { adminEmails?: string[]; replicas?: number } = {}): Promise<Stack> {
+export interface StackOptions {
+  adminEmails?: string[];
+  /** Tool-server replicas per service (the gateway spreads requests over them). */
+  replicas?: number;
+  /** Runs on the fresh database before anything starts (tables of the test's own). */
+  prepare?: (db: TestDatabase) => Promise<void>;
+  /** Extra environment of the IdP and of the gateway. */
+  idpEnv?: Record<string, string>;
+  gatewayEnv?: Record<string, string>;
+}
+
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const replicaCount = opts.replicas ?? 1;
   const db = await createTestDatabase();
+  await opts.prepare?.(db);
   const dealsDb = await startPostgresRelay(db.url);
   const gatewayPort = await freePort();
   const baseUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -40,7 +52,7 @@ export async function startStack(opts: { adminEmails?: string[]; replicas?: numb
     const idp = await startIdpProcess({
       databaseUrl: db.url,
       redisUrl: inject('redisUrl'),
-      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(',') },
+      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(','), ...opts.idpEnv },
     });
     started.push(idp);
     const tools = {} as Stack['tools'];
@@ -76,6 +88,7 @@ export async function startStack(opts: { adminEmails?: string[]; replicas?: numb
         PLATFORM_AUDIENCE: idp.audience,
         REDIS_URL: inject('redisUrl'),
         GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        ...opts.gatewayEnv,
       },
       gatewayPort,
     );
