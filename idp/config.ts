@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import {
   ConfigError,
   csv,
@@ -27,6 +29,8 @@ export interface IdpConfig {
   databaseUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
+  /** Client ID Metadata Documents: hosts allowed to serve them (empty: any public host), an extra CA (PEM). */
+  cimd: { allowedHosts: readonly HostPattern[]; ca: string | undefined };
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -44,6 +48,26 @@ function table(env: Env, name: string, fallback: string): string {
   if (!TABLE_NAME.test(v))
     throw new ConfigError(name, `must be a table name (optionally schema.table), got "${v}"`);
   return v;
+}
+
+function cimdConfig(env: Env): IdpConfig['cimd'] {
+  const allowedHosts = csv(env, 'PLATFORM_CIMD_ALLOWED_HOSTS').map((v) => {
+    const p = parseHostPattern(v);
+    if (typeof p === 'string') throw new ConfigError('PLATFORM_CIMD_ALLOWED_HOSTS', p);
+    return p;
+  });
+  const caFile = optionalString(env, 'PLATFORM_CIMD_CA_FILE');
+  let ca: string | undefined;
+  if (caFile !== undefined) {
+    try {
+      ca = readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError('PLATFORM_CIMD_CA_FILE', `cannot be read: ${(err as Error).message}`);
+    }
+    if (!ca.includes('-----BEGIN CERTIFICATE-----'))
+      throw new ConfigError('PLATFORM_CIMD_CA_FILE', `${caFile} holds no PEM certificate`);
+  }
+  return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca });
 }
 
 export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}): IdpConfig {
@@ -88,6 +112,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     databaseUrl: databaseUrl(env),
     redisUrl: redis,
     logLevel: logLevel(env),
+    cimd: cimdConfig(env),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

@@ -7,7 +7,8 @@ import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revoc
 import { createIdpHandler, type Handler } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
-import { createClientStore } from './store/clients.ts';
+import { createMetadataClients } from './cimd/index.ts';
+import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
@@ -65,6 +66,16 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);
   }
+  const metadataClients = createMetadataClients({
+    allowedHosts: config.cimd.allowedHosts,
+    ca: config.cimd.ca,
+    onFetched: async (c) => {
+      log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched');
+      await recordMetadataClient(pool, c).catch((err: Error) =>
+        log.warn({ err: { message: err.message }, clientId: c.clientId }, 'metadata client not recorded'),
+      );
+    },
+  });
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
@@ -76,7 +87,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       config,
       keys,
       signer: new JwtSigner(keys[0]!),
-      clients: createClientStore(pool),
+      clients: createClientStore(pool, metadataClients),
       codes: createCodeStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
@@ -97,11 +108,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       url: `http://127.0.0.1:${addr.port}`,
       async close() {
         await drain(server);
+        await metadataClients.close();
         await pool.end();
         redis?.disconnect();
       },
     };
   } catch (err) {
+    await metadataClients.close().catch(() => {});
     await pool.end().catch(() => {});
     redis?.disconnect();
     throw err;

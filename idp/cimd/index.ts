@@ -34,7 +34,13 @@ export interface MetadataClients {
  * Metadata-document clients: fetched on first use, validated, cached per Cache-Control (≤ 24 h, bounded in
  * number), one fetch at a time per URL. Failures are not cached: the next request tries again.
  */
-export function createMetadataClients(policy: FetchPolicy & { now?: () => number }): MetadataClients {
+export function createMetadataClients(
+  policy: FetchPolicy & {
+    now?: () => number;
+    /** Called after each successful fetch (not for cache hits); its failure does not fail the request. */
+    onFetched?: (client: MetadataClient) => Promise<void>;
+  },
+): MetadataClients {
   const fetcher = createMetadataFetcher(policy);
   const now = policy.now ?? Date.now;
   const cache = new Map<string, { client: MetadataClient; until: number }>();
@@ -43,6 +49,7 @@ export function createMetadataClients(policy: FetchPolicy & { now?: () => number
   async function load(url: URL): Promise<MetadataClient> {
     const { body, cacheControl } = await fetcher.fetch(url);
     const client = validateMetadata(url, body);
+    await policy.onFetched?.(client).catch(() => {});
     const ttl = cacheSeconds(cacheControl);
     if (ttl > 0) {
       cache.delete(url.href);

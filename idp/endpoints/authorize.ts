@@ -3,6 +3,7 @@ import { parseCookies, parseParams, redirect } from '../../lib/http.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
   AuthorizePageError,
+  InvalidClientError,
   InvalidRequestError,
   LoginRequiredError,
   OAuthError,
@@ -74,7 +75,11 @@ export const authorize: Endpoint = async (ctx, x) => {
 async function checkClientAndRedirect(ctx: IdpContext, params: Map<string, string>) {
   const clientId = params.get('client_id');
   if (!clientId) throw new AuthorizePageError('client_id is missing');
-  const client = await ctx.clients.find(clientId);
+  const client = await ctx.clients.find(clientId).catch((err: unknown) => {
+    // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
+    if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
+    throw err;
+  });
   if (!client) throw new AuthorizePageError('client_id is not a registered client');
   const redirectUri = params.get('redirect_uri');
   if (!redirectUri) throw new AuthorizePageError('redirect_uri is missing');
