@@ -1,12 +1,31 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isDatabaseUnavailable } from '../lib/db.ts';
-import { HttpInputError, requestId, sendJson, sendText } from '../lib/http.ts';
+import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { IdpContext } from './context.ts';
 import { AuthorizePageError, MethodNotAllowedError, NotFoundError, OAuthError } from './errors.ts';
+import { refusedPage, sendPage } from './pages/html.ts';
 import { routes } from './routes.ts';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/**
+ * Headers every provider response carries, set before any handler runs so that no route, error or page can
+ * miss them. JSON and text keep this policy; an HTML page replaces it with its own (pages/html.ts), which
+ * keeps frame-ancestors 'none'.
+ */
+export const RESPONSE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'",
+});
+
+export function withResponseHeaders(next: Handler): Handler {
+  return (req, res) => {
+    for (const [name, value] of Object.entries(RESPONSE_HEADERS)) res.setHeader(name, value);
+    next(req, res);
+  };
+}
 
 /** The provider as a request handler; main.ts owns the process, the port and shutdown. */
 export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
@@ -54,7 +73,7 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
   const headers: Record<string, string> = { 'cache-control': 'no-store' };
   if (err instanceof AuthorizePageError) {
     log.warn({ reason: err.message }, 'authorization request refused');
-    return sendText(res, 400, `Authorization request refused: ${err.message}\n`, headers);
+    return sendPage(res, err.status, refusedPage(err.message));
   }
   if (err instanceof HttpInputError) {
     log.warn({ reason: err.message }, 'bad request');

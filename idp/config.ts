@@ -22,7 +22,12 @@ export interface IdpConfig {
   services: string[];
   /** Exact non-loopback redirect URIs dynamic registration accepts (the connector callbacks). */
   allowedRedirectUris: string[];
-  sessionCookies: string[];
+  /**
+   * The one web-session cookie read: `__Secure-authjs.session-token` for an https issuer, the plain
+   * `authjs.session-token` for http, or PLATFORM_SESSION_COOKIE. Never both: a plain-named cookie can be
+   * planted by any subdomain or plain-http page, the __Secure- one only over https.
+   */
+  sessionCookie: string;
   loginUrl: string;
   /** PUBLIC_BASE_URL when set: RFC 8707 resources must then be on this origin. */
   publicBaseUrl: string | undefined;
@@ -95,6 +100,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
       throw new ConfigError('PLATFORM_ALLOWED_REDIRECT_URIS', `"${u}" must not carry a fragment`);
   }
   const cookie = optionalString(env, 'PLATFORM_SESSION_COOKIE');
+  if (cookie !== undefined && !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(cookie))
+    throw new ConfigError('PLATFORM_SESSION_COOKIE', `"${cookie}" is not a cookie name`);
   const redis = redisUrl(env);
   if (opts.redisRequired !== false && redis === undefined) {
     throw new ConfigError('REDIS_URL', 'is required (revocations are published through Redis)');
@@ -106,7 +113,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
     services,
     allowedRedirectUris,
-    sessionCookies: cookie ? [cookie] : ['authjs.session-token', '__Secure-authjs.session-token'],
+    sessionCookie:
+      cookie ?? (issuer.startsWith('https://') ? '__Secure-authjs.session-token' : 'authjs.session-token'),
     loginUrl: httpUrl(env, 'PLATFORM_LOGIN_URL') ?? `${issuer}/api/auth/signin`,
     publicBaseUrl: httpUrl(env, 'PUBLIC_BASE_URL'),
     databaseUrl: databaseUrl(env),

@@ -4,6 +4,7 @@ import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
+import type { ConsentStore } from './store/consents.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
@@ -16,9 +17,12 @@ export interface IdpContext {
   signer: JwtSigner;
   clients: ClientStore;
   codes: CodeStore;
+  consents: ConsentStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   revocations: RevocationPublisher;
+  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
+  csrfKey: Buffer;
 }
 
 export interface Exchange {

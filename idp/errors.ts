@@ -62,6 +62,16 @@ export class LoginRequiredError extends OAuthError {
     super('login_required', description);
   }
 }
+export class ConsentRequiredError extends OAuthError {
+  constructor(description: string) {
+    super('consent_required', description);
+  }
+}
+export class AccessDeniedError extends OAuthError {
+  constructor(description: string) {
+    super('access_denied', description);
+  }
+}
 export class InvalidRedirectUriError extends OAuthError {
   constructor(description: string) {
     super('invalid_redirect_uri', description);
@@ -100,8 +110,10 @@ export class MethodNotAllowedError extends OAuthError {
  * so it is shown to the user as a plain 400 page (RFC 6749 §4.1.2.1; never an open redirect).
  */
 export class AuthorizePageError extends Error {
-  constructor(message: string) {
+  readonly status: number;
+  constructor(message: string, status = 400) {
     super(message);
     this.name = 'AuthorizePageError';
+    this.status = status;
   }
 }

@@ -1,6 +1,7 @@
 import type { IdpConfig } from './config.ts';
 import type { Endpoint } from './context.ts';
 import { authorize } from './endpoints/authorize.ts';
+import { consentDecision } from './endpoints/consent.ts';
 import { deviceAuthorization } from './endpoints/device-authorization.ts';
 import { discovery } from './endpoints/discovery.ts';
 import { jwks } from './endpoints/jwks.ts';
@@ -24,7 +25,7 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
     ['/.well-known/openid-configuration', { GET: meta }],
     ['/.well-known/oauth-authorization-server', { GET: meta }],
     ['/.well-known/jwks.json', { GET: jwks(keys) }],
-    ['/oauth/authorize', { GET: authorize }],
+    ['/oauth/authorize', { GET: authorize, POST: consentDecision }],
     ['/oauth/token', { POST: token }],
     ['/oauth/register', { POST: register }],
     ['/oauth/revoke', { POST: revoke }],

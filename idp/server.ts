@@ -1,15 +1,17 @@
+import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
-import { createIdpHandler, type Handler } from './app.ts';
+import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
+import { createConsentStore } from './store/consents.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { JwtSigner } from './tokens/jwt.ts';
@@ -89,15 +91,19 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       signer: new JwtSigner(keys[0]!),
       clients: createClientStore(pool, metadataClients),
       codes: createCodeStore(pool),
+      consents: createConsentStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
       revocations,
+      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+      withResponseHeaders(
+        deps.wrapHandler ? deps.wrapHandler(createIdpHandler(ctx, log)) : createIdpHandler(ctx, log),
+      ),
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);

@@ -76,7 +76,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
             pool,
             issuer: idpConfig.issuer,
             authjs: idpConfig.authjs,
-            cookieName: idpConfig.sessionCookies[0]!,
+            cookieName: idpConfig.sessionCookie,
             log: log.child({ component: 'dev-sign-in' }),
           },
           handler,

@@ -1,8 +1,10 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { parseCookies, parseParams, redirect } from '../../lib/http.ts';
+import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
   AuthorizePageError,
+  ConsentRequiredError,
   InvalidClientError,
   InvalidRequestError,
   LoginRequiredError,
@@ -11,6 +13,7 @@ import {
 } from '../errors.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { grantScope, parseScope } from '../scopes.ts';
+import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
 
@@ -21,10 +24,17 @@ export function hashCode(code: string): string {
   return createHash('sha256').update(code).digest('base64url');
 }
 
+/** The web session behind a request: the one cookie the configuration names, and its user. */
+export interface WebSession {
+  token: string;
+  user: SessionUser;
+}
+
 /**
  * GET /oauth/authorize. Steps, in order: trust client_id and redirect_uri (else a plain 400 page), then every
  * other parameter (errors go back to the client), then the web session (else the login page, or
- * login_required for prompt=none), then the code.
+ * login_required for prompt=none), then consent (else the consent page, or consent_required for
+ * prompt=none), then the code.
  */
 export const authorize: Endpoint = async (ctx, x) => {
   let params: Map<string, string>;
@@ -33,46 +43,79 @@ export const authorize: Endpoint = async (ctx, x) => {
   } catch (err) {
     throw new AuthorizePageError((err as Error).message);
   }
-  const { clientId, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
   const state = params.get('state');
-  try {
-    const request = checkParameters(ctx, params, clientId);
-    const user = await sessionUser(ctx, x);
-    if (!user) {
-      if (params.get('prompt')?.split(' ').includes('none')) throw new LoginRequiredError('no web session');
+  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+    const request = checkParameters(ctx, params, client.clientId);
+    const session = await webSession(ctx, x);
+    if (!session) {
+      if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
     }
     const scope = grantScope(request.scope, ctx.config.services, entitledServices(ctx));
-    const code = randomBytes(32).toString('base64url');
-    await ctx.codes.create(hashCode(code), {
-      clientId,
-      userId: user.userId,
-      subject: user.sub,
-      email: user.email,
-      codeChallenge: request.codeChallenge,
-      redirectUri,
-      scope,
-      nonce: request.nonce,
-      familyId: randomUUID(),
-      authTime: Math.floor(Date.now() / 1000),
-    });
-    x.log.info({ clientId, sub: user.sub }, 'authorization code issued');
-    redirect(x.res, withParams(redirectUri, { code, state, iss: ctx.config.issuer }));
+    if (await needsConsent(ctx, { client, email: session.user.email, scope, prompt: request.prompt })) {
+      if (request.prompt.has('none')) throw new ConsentRequiredError('the user has not approved this client');
+      return renderConsent(ctx, x, { client, redirectUri, session, scope, params });
+    }
+    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+  });
+};
+
+export type AuthorizationRequest = ReturnType<typeof checkParameters>;
+
+/** Runs `step`; an OAuth error it throws goes back to the (already trusted) redirect URI. */
+export async function redirectingErrors(
+  ctx: IdpContext,
+  x: Exchange,
+  to: { redirectUri: string; state: string | undefined },
+  step: () => Promise<void>,
+): Promise<void> {
+  try {
+    await step();
   } catch (err) {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
     redirect(
       x.res,
-      withParams(redirectUri, {
+      withParams(to.redirectUri, {
         error: err.error,
         error_description: err.message,
-        state,
+        state: to.state,
         iss: ctx.config.issuer,
       }),
     );
   }
-};
+}
 
-async function checkClientAndRedirect(ctx: IdpContext, params: Map<string, string>) {
+export async function issueCode(
+  ctx: IdpContext,
+  x: Exchange,
+  o: {
+    client: Client;
+    redirectUri: string;
+    state: string | undefined;
+    user: SessionUser;
+    scope: string;
+    request: AuthorizationRequest;
+  },
+): Promise<void> {
+  const code = randomBytes(32).toString('base64url');
+  await ctx.codes.create(hashCode(code), {
+    clientId: o.client.clientId,
+    userId: o.user.userId,
+    subject: o.user.sub,
+    email: o.user.email,
+    codeChallenge: o.request.codeChallenge,
+    redirectUri: o.redirectUri,
+    scope: o.scope,
+    nonce: o.request.nonce,
+    familyId: randomUUID(),
+    authTime: Math.floor(Date.now() / 1000),
+  });
+  x.log.info({ clientId: o.client.clientId, sub: o.user.sub }, 'authorization code issued');
+  redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
+}
+
+export async function checkClientAndRedirect(ctx: IdpContext, params: ReadonlyMap<string, string>) {
   const clientId = params.get('client_id');
   if (!clientId) throw new AuthorizePageError('client_id is missing');
   const client = await ctx.clients.find(clientId).catch((err: unknown) => {
@@ -86,10 +129,12 @@ async function checkClientAndRedirect(ctx: IdpContext, params: Map<string, strin
   if (!redirectUriMatches(client.redirectUris, redirectUri)) {
     throw new AuthorizePageError('redirect_uri is not registered for this client');
   }
-  return { clientId, redirectUri };
+  return { client, redirectUri, host: consentHost(client, redirectUri) };
 }
 
-function checkParameters(ctx: IdpContext, params: Map<string, string>, clientId: string) {
+const PROMPTS = new Set(['none', 'login', 'consent', 'select_account']);
+
+export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, string>, clientId: string) {
   const responseType = params.get('response_type');
   if (!responseType) throw new InvalidRequestError('response_type is missing');
   if (responseType !== 'code') throw new UnsupportedResponseTypeError('only response_type=code is supported');
@@ -111,23 +156,24 @@ function checkParameters(ctx: IdpContext, params: Map<string, string>, clientId:
   }
   const nonce = params.get('nonce');
   if (nonce !== undefined && nonce.length > 512) throw new InvalidRequestError('nonce is too long');
-  return { codeChallenge, scope: parseScope(params.get('scope')), nonce };
+  const prompt = new Set(parseScope(params.get('prompt')));
+  for (const p of prompt)
+    if (!PROMPTS.has(p)) throw new InvalidRequestError(`prompt "${p}" is not supported`);
+  if (prompt.has('none') && prompt.size > 1)
+    throw new InvalidRequestError('prompt=none cannot be combined with another prompt');
+  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt };
 }
 
-async function sessionUser(ctx: IdpContext, x: Exchange): Promise<SessionUser | undefined> {
-  const cookies = parseCookies(x.req.headers.cookie);
-  for (const name of ctx.config.sessionCookies) {
-    const token = cookies.get(name);
-    if (token) {
-      const user = await ctx.sessions.findBySessionToken(token);
-      if (user) return user;
-    }
-  }
-  return undefined;
+/** Only the one configured cookie is read (an https issuer reads only the __Secure- name). */
+export async function webSession(ctx: IdpContext, x: Exchange): Promise<WebSession | undefined> {
+  const token = parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie);
+  if (!token) return undefined;
+  const user = await ctx.sessions.findBySessionToken(token);
+  return user ? { token, user } : undefined;
 }
 
-/** Default entitlement (CONTRACT.md): every user with a `users` row gets every configured service. */
-function entitledServices(ctx: IdpContext): ReadonlySet<string> {
+/** Default entitlement: every user with a `users` row gets every configured service. */
+export function entitledServices(ctx: IdpContext): ReadonlySet<string> {
   return new Set(ctx.config.services);
 }
 

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { readJson, sendJson } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
 import { InvalidClientMetadataError, InvalidRedirectUriError } from '../errors.ts';
-import { isLoopbackCallback } from '../redirect-uris.ts';
+import { type ApplicationType, redirectUriProblem } from '../redirect-uris.ts';
 
 const MAX_REDIRECT_URIS = 10;
 
 /**
- * POST /oauth/register (RFC 7591). Public clients only; redirect URIs limited to loopback callbacks and the
- * allowlisted connector callbacks. Unknown metadata is ignored, as §2 allows.
+ * POST /oauth/register (RFC 7591). Public clients only. `application_type` (OIDC Dynamic Registration) is
+ * `native` by default: loopback URIs with any path, or an allowlisted private-use scheme URI; `web`: only
+ * allowlisted https URIs. Unknown metadata is ignored, as §2 allows.
  */
 export const register: Endpoint = async (ctx, x) => {
   const body = await readJson(x.req, 16 * 1024);
@@ -16,6 +17,10 @@ export const register: Endpoint = async (ctx, x) => {
     throw new InvalidClientMetadataError('the body must be a JSON object');
   }
   const m = body as Record<string, unknown>;
+  const applicationType = m.application_type ?? 'native';
+  if (applicationType !== 'native' && applicationType !== 'web') {
+    throw new InvalidClientMetadataError('application_type must be "native" or "web"');
+  }
   const uris = m.redirect_uris;
   if (!Array.isArray(uris) || uris.length === 0)
     throw new InvalidRedirectUriError('redirect_uris must be a non-empty array');
@@ -23,11 +28,11 @@ export const register: Endpoint = async (ctx, x) => {
     throw new InvalidRedirectUriError(`at most ${MAX_REDIRECT_URIS} redirect_uris`);
   for (const u of uris) {
     if (typeof u !== 'string') throw new InvalidRedirectUriError('every redirect_uri must be a string');
-    if (!isLoopbackCallback(u) && !ctx.config.allowedRedirectUris.includes(u)) {
-      throw new InvalidRedirectUriError(
-        `redirect_uri "${u.slice(0, 200)}" is not allowed: use http://127.0.0.1:<port>/callback or an allowlisted connector callback`,
-      );
-    }
+    const problem = redirectUriProblem(u, {
+      applicationType: applicationType as ApplicationType,
+      allowed: ctx.config.allowedRedirectUris,
+    });
+    if (problem) throw new InvalidRedirectUriError(`redirect_uri "${u.slice(0, 200)}" ${problem}`);
   }
   const authMethod = m.token_endpoint_auth_method ?? 'none';
   if (authMethod !== 'none') {
@@ -58,7 +63,7 @@ export const register: Endpoint = async (ctx, x) => {
     name: clientName,
     redirectUris,
     type: 'public',
-    metadata: { grant_types: grantTypes, response_types: responseTypes },
+    metadata: { grant_types: grantTypes, response_types: responseTypes, application_type: applicationType },
   });
   x.log.info({ clientId, redirectUris }, 'client registered');
   sendJson(
@@ -70,6 +75,7 @@ export const register: Endpoint = async (ctx, x) => {
       client_name: clientName || undefined,
       redirect_uris: redirectUris,
       token_endpoint_auth_method: 'none',
+      application_type: applicationType,
       grant_types: grantTypes,
       response_types: responseTypes,
     },

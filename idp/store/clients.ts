@@ -6,8 +6,8 @@ export interface Client {
   name: string;
   redirectUris: string[];
   type: string;
-  /** For a metadata-document client: the host serving its document (what the consent page names). */
-  metadataHost?: string;
+  /** A Client ID Metadata Document client's document URL (its client_id); the consent page names its host. */
+  metadataDocumentUrl?: string;
 }
 
 export interface ClientStore {
@@ -47,7 +47,7 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
           name: m.name,
           redirectUris: m.redirectUris,
           type: 'metadata',
-          metadataHost: m.host,
+          metadataDocumentUrl: m.clientId,
         };
       }
       const hit = cache.get(clientId);

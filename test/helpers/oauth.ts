@@ -10,9 +10,73 @@ export const LOOPBACK = 'http://127.0.0.1:53682/callback';
 
 export interface AuthorizeOptions {
   issuer: string;
+  /** Where requests go when the issuer is not reachable as written (an https issuer in front of a test). */
+  baseUrl?: string;
   sessionToken?: string;
   params?: Record<string, string | undefined>;
+  /** Default: the name the IdP reads for this issuer (`__Secure-authjs.session-token` on https). */
   cookieName?: string;
+  /**
+   * When the IdP answers with its consent page, the test user's answer: `approve` or `deny` is posted back
+   * through the page's own form (with its CSRF token); unset leaves the page as the result.
+   */
+  consent?: 'approve' | 'deny';
+}
+
+/** The web-session cookie name the IdP reads by default for `issuer`. */
+export function sessionCookieName(issuer: string): string {
+  return issuer.startsWith('https:') ? '__Secure-authjs.session-token' : 'authjs.session-token';
+}
+
+/** The consent page's form: the hidden fields (authorization request + csrf_token), unescaped. */
+export function parseConsentForm(html: string): { action: string; fields: Map<string, string> } | undefined {
+  const form = /<form method="post" action="([^"]*)">([\s\S]*?)<\/form>/.exec(html);
+  if (!form) return undefined;
+  const unescape = (v: string) => v.replace(/&#(\d+);/g, (_, n: string) => String.fromCharCode(Number(n)));
+  const fields = new Map<string, string>();
+  for (const m of form[2]!.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) {
+    fields.set(unescape(m[1]!), unescape(m[2]!));
+  }
+  return { action: unescape(form[1]!), fields };
+}
+
+/**
+ * The test user answers a consent page over HTTP, as a browser would: POST the page's form (its hidden fields
+ * and CSRF token) with the session cookie and the chosen decision. Returns the IdP's answer, unfollowed.
+ */
+export async function answerConsent(o: {
+  url: string;
+  html: string;
+  sessionToken: string;
+  cookieName: string;
+  decision: 'approve' | 'deny';
+  override?: Record<string, string | undefined>;
+}) {
+  const form = parseConsentForm(o.html);
+  if (!form) throw new Error(`not a consent page: ${o.html.slice(0, 300)}`);
+  const body = new URLSearchParams();
+  for (const [k, v] of form.fields) body.set(k, v);
+  body.set('decision', o.decision);
+  for (const [k, v] of Object.entries(o.override ?? {})) {
+    if (v === undefined) body.delete(k);
+    else body.set(k, v);
+  }
+  const res = await fetch(new URL(form.action, o.url), {
+    method: 'POST',
+    redirect: 'manual',
+    body,
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      cookie: `${o.cookieName}=${o.sessionToken}`,
+    },
+  });
+  const location = res.headers.get('location');
+  return {
+    res,
+    status: res.status,
+    location: location ? new URL(location) : undefined,
+    body: await res.text(),
+  };
 }
 
 /** GET /oauth/authorize without following redirects; returns status, Location and body. */
@@ -28,26 +92,40 @@ export async function authorizeRequest(o: AuthorizeOptions) {
     scope: 'openid profile email mcp:platform mcp:mail',
     ...o.params,
   };
-  const u = new URL(`${o.issuer}/oauth/authorize`);
+  const u = new URL(`${o.baseUrl ?? o.issuer}/oauth/authorize`);
   for (const [k, v] of Object.entries(params)) if (v !== undefined) u.searchParams.set(k, v);
+  const cookieName = o.cookieName ?? sessionCookieName(o.issuer);
   const res = await fetch(u, {
     redirect: 'manual',
-    headers: o.sessionToken ? { cookie: `${o.cookieName ?? 'authjs.session-token'}=${o.sessionToken}` } : {},
+    headers: o.sessionToken ? { cookie: `${cookieName}=${o.sessionToken}` } : {},
   });
   const location = res.headers.get('location');
-  return {
+  const first = {
     res,
     status: res.status,
     location: location ? new URL(location) : undefined,
     body: await res.text(),
     verifier,
     params,
+    /** True when the IdP showed its consent page (answered or not). */
+    consentShown: false,
   };
+  if (res.status !== 200 || !o.sessionToken || !parseConsentForm(first.body)) return first;
+  first.consentShown = true;
+  if (!o.consent) return first;
+  const answer = await answerConsent({
+    url: u.toString(),
+    html: first.body,
+    sessionToken: o.sessionToken,
+    cookieName,
+    decision: o.consent,
+  });
+  return { ...first, ...answer, consentPage: first.body };
 }
 
-/** A code for the session's user, ready to exchange. */
+/** A code for the session's user, ready to exchange (consent, when asked, is approved). */
 export async function obtainCode(o: AuthorizeOptions) {
-  const r = await authorizeRequest(o);
+  const r = await authorizeRequest({ consent: 'approve', ...o });
   const code = r.location?.searchParams.get('code');
   if (r.status !== 302 || !code)
     throw new Error(`authorize did not issue a code: ${r.status} ${r.location} ${r.body}`);

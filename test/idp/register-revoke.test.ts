@@ -40,9 +40,20 @@ async function register(body: unknown, contentType = 'application/json') {
 }
 
 describe('POST /oauth/register', () => {
-  it('registers loopback and allowlisted connector callbacks as a public client', async () => {
+  it('registers loopback callbacks (native) and allowlisted connector callbacks (web) as public clients', async () => {
+    const web = await register({
+      application_type: 'web',
+      redirect_uris: [CONNECTOR],
+      client_name: 'Connector',
+    });
+    expect(web.status).toBe(201);
+    expect(web.json.application_type).toBe('web');
     const r = await register({
-      redirect_uris: ['http://127.0.0.1:8976/callback', 'http://localhost:1234/callback', CONNECTOR],
+      redirect_uris: [
+        'http://127.0.0.1:8976/callback',
+        'http://localhost:1234/callback',
+        'http://[::1]:9/cb',
+      ],
       client_name: 'Assistant connector',
       token_endpoint_auth_method: 'none',
       grant_types: ['authorization_code', 'refresh_token'],
@@ -53,10 +64,11 @@ describe('POST /oauth/register', () => {
     expect(r.status).toBe(201);
     expect(r.json.client_id).toMatch(/^[0-9a-f-]{36}$/);
     expect(r.json.token_endpoint_auth_method).toBe('none');
+    expect(r.json.application_type).toBe('native');
     expect(r.json.redirect_uris).toEqual([
       'http://127.0.0.1:8976/callback',
       'http://localhost:1234/callback',
-      CONNECTOR,
+      'http://[::1]:9/cb',
     ]);
     expect(r.json.client_secret).toBeUndefined();
     const { rows } = await db.pool.query(
@@ -74,8 +86,8 @@ describe('POST /oauth/register', () => {
       'invalid_redirect_uri',
     ],
     [
-      'a non-callback loopback path',
-      { redirect_uris: ['http://127.0.0.1:5000/other'] },
+      'an allowlisted https callback without application_type web',
+      { redirect_uris: [CONNECTOR] },
       'invalid_redirect_uri',
     ],
     [
@@ -90,7 +102,11 @@ describe('POST /oauth/register', () => {
     ],
     ['a custom scheme', { redirect_uris: ['myapp://callback'] }, 'invalid_redirect_uri'],
     ['javascript:', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
-    ['an allowlisted URI with a suffix', { redirect_uris: [`${CONNECTOR}/x`] }, 'invalid_redirect_uri'],
+    [
+      'an allowlisted URI with a suffix',
+      { application_type: 'web', redirect_uris: [`${CONNECTOR}/x`] },
+      'invalid_redirect_uri',
+    ],
     [
       'one bad among good',
       { redirect_uris: ['http://127.0.0.1:1/callback', 'https://evil.example/cb'] },

@@ -1,0 +1,56 @@
+import { readForm } from '../../lib/http.ts';
+import { csrfTokenValid, servicesOf } from '../consent.ts';
+import type { Endpoint } from '../context.ts';
+import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
+import { grantScope } from '../scopes.ts';
+import {
+  checkClientAndRedirect,
+  checkParameters,
+  entitledServices,
+  issueCode,
+  redirectingErrors,
+  webSession,
+} from './authorize.ts';
+
+/**
+ * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
+ * CSRF token and `decision` (approve | deny). Everything is checked again as on GET; the token must belong
+ * to this session and this client, else nothing happens (a plain 403 page, no redirect, no code).
+ */
+export const consentDecision: Endpoint = async (ctx, x) => {
+  const params = await readForm(x.req, 32 * 1024);
+  const given = params.get('csrf_token') ?? '';
+  const decision = params.get('decision');
+  params.delete('csrf_token');
+  params.delete('decision');
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const session = await webSession(ctx, x);
+  if (!session)
+    throw new AuthorizePageError('your sign-in session has ended; start again from the application', 403);
+  if (!csrfTokenValid(ctx.csrfKey, session.token, client.clientId, given)) {
+    x.log.warn({ clientId: client.clientId }, 'consent form refused: CSRF token does not match the session');
+    throw new AuthorizePageError(
+      'the consent form is not valid for this session; start again from the application',
+      403,
+    );
+  }
+  if (decision !== 'approve' && decision !== 'deny')
+    throw new AuthorizePageError('decision must be approve or deny');
+  const state = params.get('state');
+  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+    const request = checkParameters(ctx, params, client.clientId);
+    if (decision === 'deny') {
+      x.log.info({ clientId: client.clientId }, 'consent denied');
+      throw new AccessDeniedError('the user denied the request');
+    }
+    const scope = grantScope(request.scope, ctx.config.services, entitledServices(ctx));
+    await ctx.consents.grant({
+      email: session.user.email,
+      clientId: client.clientId,
+      clientName: client.name,
+      services: servicesOf(scope),
+    });
+    x.log.info({ clientId: client.clientId, scope }, 'consent given');
+    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+  });
+};
