@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import {
   ConfigError,
   csv,
@@ -12,6 +11,7 @@ import {
   redisUrl,
   requiredString,
 } from '../lib/config.ts';
+import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 
 export interface IdpConfig {
   port: number;

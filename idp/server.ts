@@ -6,12 +6,13 @@ import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
+import { createMetadataClients } from './cimd/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
-import { createMetadataClients } from './cimd/index.ts';
 import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
+import { createDeviceCodeStore } from './store/device-codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { JwtSigner } from './tokens/jwt.ts';
@@ -92,6 +93,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       clients: createClientStore(pool, metadataClients),
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
+      deviceCodes: createDeviceCodeStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),

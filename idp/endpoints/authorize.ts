@@ -177,7 +177,7 @@ export function entitledServices(ctx: IdpContext): ReadonlySet<string> {
   return new Set(ctx.config.services);
 }
 
-function loginRedirect(ctx: IdpContext, url: URL): string {
+export function loginRedirect(ctx: IdpContext, url: URL): string {
   const back = `${ctx.config.issuer}${url.pathname}${url.search}`;
   const login = new URL(ctx.config.loginUrl);
   login.searchParams.set('callbackUrl', back);

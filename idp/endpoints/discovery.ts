@@ -1,8 +1,8 @@
 import { sendJson } from '../../lib/http.ts';
 import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
+import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { supportedScopes } from '../scopes.ts';
-import { DEVICE_CODE_GRANT } from './device-authorization.ts';
 
 /** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
 export function buildMetadata(config: IdpConfig): Record<string, unknown> {

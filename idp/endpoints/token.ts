@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { readForm, sendJson } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { Endpoint, IdpContext } from '../context.ts';
+import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import {
   InvalidClientError,
   InvalidGrantError,
@@ -13,6 +14,7 @@ import { parseScope } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
+import { deviceCodeGrant } from './device-token.ts';
 import { validateResource } from './resource.ts';
 
 export const ACCESS_TTL_SECONDS = 3600;
@@ -22,12 +24,12 @@ export function hashRefreshToken(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
 }
 
-function newRefreshToken(): { value: string; token: NewToken } {
+export function newRefreshToken(): { value: string; token: NewToken } {
   const value = randomBytes(32).toString('base64url');
   return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
 }
 
-/** POST /oauth/token: authorization_code and refresh_token grants for public clients (PKCE, no secret). */
+/** POST /oauth/token: authorization_code, refresh_token and device_code grants for public clients (no secret). */
 export const token: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
   const clientId = form.get('client_id');
@@ -43,6 +45,7 @@ export const token: Endpoint = async (ctx, x) => {
   let body: Record<string, unknown>;
   if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
   else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
+  else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log);
   else if (!grantType) throw new InvalidRequestError('grant_type is missing');
   else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
   sendJson(x.res, 200, body, { 'cache-control': 'no-store', pragma: 'no-cache' });
@@ -126,7 +129,7 @@ async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId
   return tokenResponse(ctx, grant, narrowed?.join(' ') ?? grant.scope, jti, iat, refresh.value, undefined);
 }
 
-function tokenResponse(
+export function tokenResponse(
   ctx: IdpContext,
   grant: Grant,
   scope: string,
