@@ -4,7 +4,7 @@ import { type Io, processIo } from './client/io.ts';
 import { type ClientFlags, loadClientConfig, processEnv } from './config.ts';
 
 /**
- * `platform login | token | logout | call`: the user-facing client. Each command lives in its own module, loaded
+ * `platform login | token | logout | call | tools`: the user-facing client. Each command lives in its own module, loaded
  * only when run, so the server subcommands do not pay for the OAuth and MCP client libraries.
  */
 export function registerClientCommands(program: Command, io: Io = processIo): void {
@@ -54,6 +54,23 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
     .action((service: string, tool: string, json: string | undefined, flags: ClientFlags) =>
       run(io, async () =>
         (await import('./call.ts')).call(loadClientConfig(processEnv(), flags), { service, tool, json }, io),
+      ),
+    );
+
+  program
+    .command('tools')
+    .description("list a service's tools and their arguments through the gateway")
+    .argument('<service>', 'platform | mail | deals | …')
+    .option('--json', 'print the tools as the server lists them (JSON)')
+    .option('--gateway <url>', 'the gateway (PLATFORM_GATEWAY_URL, default http://localhost:8080)')
+    .option('--token <token>', 'use this access token (PLATFORM_TOKEN)')
+    .action((service: string, flags: ClientFlags & { json?: boolean }) =>
+      run(io, async () =>
+        (await import('./tools.ts')).tools(
+          loadClientConfig(processEnv(), flags),
+          { service, json: flags.json },
+          io,
+        ),
       ),
     );
 }

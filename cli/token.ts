@@ -28,6 +28,26 @@ export async function accessToken(config: ClientConfig, io: Io): Promise<string>
   });
 }
 
+/**
+ * A new access token after the gateway refused `rejected` as revoked: refreshed now, whatever its expiry. Under
+ * the lock, a stored token other than `rejected` means another process has refreshed already; that one is used.
+ */
+export async function renewAccessToken(config: ClientConfig, io: Io, rejected: string): Promise<string> {
+  return withFileLock(config.credentialsPath, async () => {
+    const current = await readCredentials(config.credentialsPath);
+    if (!current) throw new CliError('NOT_LOGGED_IN', `not logged in: ${LOGIN_HINT}`);
+    if (current.access_token !== rejected) return current.access_token;
+    const next = await refresh(config.credentialsPath, current, io);
+    if (next.access_token === rejected) {
+      throw new CliError(
+        'SESSION_EXPIRED',
+        `the access token was revoked and could not be refreshed: ${LOGIN_HINT}`,
+      );
+    }
+    return next.access_token;
+  });
+}
+
 function needsRefresh(creds: Credentials, now = Date.now() / 1000): boolean {
   return creds.expires_at - now <= REFRESH_MARGIN_SECONDS;
 }

@@ -32,14 +32,14 @@ export interface ToolServerConfig {
   adminEmails: readonly string[];
   /** The web application's Auth.js users table, read for USER_NOT_PROVISIONED. */
   usersTable: string;
+  /** How long a user found in the users table is remembered; a deleted user is refused within this time. */
+  usersCacheMs: number;
   /** Host-header patterns (`host:*` = any port); empty = no host guard. */
   allowedHosts: readonly string[];
   /** Allowed `Origin` values; empty = no origin guard. */
   allowedOrigins: readonly string[];
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
-  /** MCP sessions idle longer than this are closed (they hold a server object each). */
-  sessionIdleMs: number;
   logLevel: string;
 }
 
@@ -130,10 +130,10 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     identitySecret: secret,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
     usersTable,
+    usersCacheMs: 5_000,
     allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
-    sessionIdleMs: 30 * 60_000,
     logLevel: logLevel(env),
   });
 }

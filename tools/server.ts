@@ -1,5 +1,4 @@
 import { createServer } from 'node:http';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createPool } from '../lib/db.ts';
 import { drain, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -7,13 +6,15 @@ import type { ToolServerConfig, ToolServiceName } from './config.ts';
 import { dealsService } from './deals/server.ts';
 import { createToolHandler } from './kit/app.ts';
 import { createHostGuard } from './kit/host-guard.ts';
+import { createMcpEndpoint, type McpEndpoint } from './kit/mcp.ts';
 import { probeDatabase } from './kit/probe.ts';
 import { createProvisioningCheck } from './kit/provisioning.ts';
 import type { ToolService } from './kit/service.ts';
-import { createSessionManager, type SessionManager } from './kit/sessions.ts';
-import { registerTools } from './kit/tool.ts';
 import { mailService } from './mail/server.ts';
 import { platformService } from './platform/server.ts';
+
+/** The MCP revisions every tool server answers on its one endpoint. */
+export const MCP_REVISIONS = ['2026-07-28', '2025-11-25', '2025-06-18'] as const;
 
 const SERVICES: Readonly<Record<ToolServiceName, ToolService>> = {
   platform: platformService,
@@ -35,8 +36,8 @@ export interface ToolServerDeps {
 
 /**
  * Starts one MCP tool server: pool, start-up probe (before listening; a failure rejects and nothing listens),
- * MCP session manager, HTTP listener. `close()` drains in-flight requests, closes the sessions and releases
- * the pool. `platform tool <name>` and `platform dev` both start servers through this.
+ * the stateless MCP endpoint, HTTP listener. `close()` drains in-flight requests, closes the endpoint and
+ * releases the pool. `platform tool <name>` and `platform dev` both start servers through this.
  */
 export async function startToolServer(
   name: ToolServiceName,
@@ -49,35 +50,38 @@ export async function startToolServer(
   const { log } = deps;
   const pool = createPool(config.databaseUrl, log, { max: 10, applicationName: `platform-tool-${name}` });
   let stopService: (() => Promise<void>) | undefined;
-  let openedSessions: SessionManager | undefined;
+  let endpoint: McpEndpoint | undefined;
   try {
     await probeDatabase(pool, [config.usersTable, ...service.tables]);
     log.info('DB reachable, schema accessible');
 
     const started = await service.start({ config, pool, log });
     stopService = started.close;
-    const sessions = createSessionManager({
+    const mcp = createMcpEndpoint({
+      name: service.name,
+      version: service.version,
+      instructions: service.instructions,
+      tools: started.tools,
       log,
-      idleMs: config.sessionIdleMs,
-      createServer() {
-        const server = new McpServer(
-          { name: `platform-${service.name}`, version: service.version },
-          { instructions: service.instructions },
-        );
-        registerTools(server, started.tools, log);
-        return server;
-      },
     });
-    openedSessions = sessions;
-    log.info({ tools: started.tools.map((t) => t.name) }, 'MCP session manager started');
+    endpoint = mcp;
+    // The spec's boot check #6 looks for this line. There are no sessions to manage any more (every request is
+    // served on its own), but the line still marks the same moment: the MCP machinery is ready to serve.
+    log.info(
+      { tools: started.tools.map((t) => t.name), mode: 'stateless', revisions: MCP_REVISIONS },
+      'MCP session manager started',
+    );
 
     const handler = createToolHandler(
       {
         service: name,
         identitySecret: config.identitySecret,
         hostGuard: createHostGuard(config.allowedHosts, config.allowedOrigins),
-        provisioning: createProvisioningCheck(pool, config.usersTable),
-        sessions,
+        provisioning: createProvisioningCheck(pool, {
+          usersTable: config.usersTable,
+          cacheMs: config.usersCacheMs,
+        }),
+        mcp,
       },
       log,
     );
@@ -99,16 +103,14 @@ export async function startToolServer(
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
       async close() {
-        // Event streams never end on their own; end them first so the drain only waits for real requests.
-        sessions.endStreams();
         await drain(server);
-        await sessions.close();
+        await mcp.close();
         await stopService?.();
         await pool.end();
       },
     };
   } catch (err) {
-    await openedSessions?.close().catch(() => {});
+    await endpoint?.close().catch(() => {});
     await stopService?.().catch(() => {});
     await pool.end().catch(() => {});
     throw err;

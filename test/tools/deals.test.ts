@@ -66,7 +66,7 @@ async function count(table: string, dealId: string): Promise<number> {
 
 describe('tools/list', () => {
   it('lists the three deals tools with their input schemas', async () => {
-    const { tools } = await mcp.client.listTools();
+    const { tools } = { tools: await mcp.listTools() };
     expect(tools.map((t) => t.name).sort()).toEqual([
       'citation_status',
       'get_conflicts',

@@ -3,9 +3,13 @@
 import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Writable } from 'node:stream';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import {
+  type CallToolResult,
+  Client as ModernClient,
+  StreamableHTTPClientTransport as ModernTransport,
+} from '@modelcontextprotocol/client';
+import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Identity } from '../../lib/identity.ts';
 import { signIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
@@ -35,38 +39,77 @@ export function signedHeaders(
   return signIdentity(opts.secret ?? IDENTITY_SECRET, { ...identity, requestId: randomUUID() }, opts.t);
 }
 
+/**
+ * Which client: `modern` is the SDK v2 client pinned to 2026-07-28 (no handshake, `_meta` on every request);
+ * `legacy` is the v1 SDK client (the 2025-11-25 `initialize` handshake), as older connectors still are.
+ */
+export type Era = 'modern' | 'legacy';
+
+export interface ToolInputSchema {
+  type: string;
+  properties?: Record<string, unknown>;
+  required?: string[];
+}
+
 export interface McpConnection {
-  client: Client;
-  transport: StreamableHTTPClientTransport;
-  /** Swaps the identity used for the following requests (the session stays). */
+  era: Era;
+  /** The session id the server gave a legacy client; tool servers give none. */
+  sessionId(): string | undefined;
+  /** The protocol version the connection settled on. */
+  protocolVersion(): string | undefined;
+  /** Swaps the identity used for the following requests. */
   actAs(identity: Identity): void;
+  listTools(): Promise<Array<{ name: string; description?: string; inputSchema: ToolInputSchema }>>;
   call(name: string, args?: Record<string, unknown>): Promise<CallToolResult>;
   close(): Promise<void>;
 }
 
-/** The MCP SDK's own client over streamable HTTP; every HTTP request it makes is freshly signed. */
-export async function connectMcp(mcpUrl: string, identity: Identity): Promise<McpConnection> {
+/** The MCP SDK's own client of either era over streamable HTTP; every HTTP request it makes is freshly signed. */
+export async function connectMcp(
+  mcpUrl: string,
+  identity: Identity,
+  era: Era = 'modern',
+): Promise<McpConnection> {
   let current = identity;
-  const transport = new StreamableHTTPClientTransport(new URL(mcpUrl), {
-    fetch: (url, init) => {
-      const headers = new Headers(init?.headers);
-      for (const [k, v] of Object.entries(signedHeaders(current))) headers.set(k, v);
-      return fetch(url, { ...init, headers });
-    },
-  });
-  const client = new Client({ name: 'tools-test', version: '1.0.0' });
+  const signingFetch = (url: string | URL, init?: RequestInit) => {
+    const headers = new Headers(init?.headers);
+    for (const [k, v] of Object.entries(signedHeaders(current))) headers.set(k, v);
+    return fetch(url, { ...init, headers });
+  };
+  const actAs = (next: Identity) => {
+    current = next;
+  };
+  if (era === 'legacy') {
+    const transport = new LegacyTransport(new URL(mcpUrl), { fetch: signingFetch });
+    const client = new LegacyClient({ name: 'tools-test-legacy', version: '1.0.0' });
+    await client.connect(transport);
+    return {
+      era,
+      sessionId: () => transport.sessionId,
+      protocolVersion: () => transport.protocolVersion,
+      actAs,
+      listTools: async () => (await client.listTools()).tools,
+      call: (name, args = {}) => client.callTool({ name, arguments: args }) as Promise<CallToolResult>,
+      async close() {
+        await transport.terminateSession().catch(() => {});
+        await client.close();
+      },
+    };
+  }
+  const transport = new ModernTransport(new URL(mcpUrl), { fetch: signingFetch });
+  const client = new ModernClient(
+    { name: 'tools-test', version: '1.0.0' },
+    { versionNegotiation: { mode: { pin: '2026-07-28' } } },
+  );
   await client.connect(transport);
   return {
-    client,
-    transport,
-    actAs(next) {
-      current = next;
-    },
+    era,
+    sessionId: () => transport.sessionId,
+    protocolVersion: () => client.getNegotiatedProtocolVersion(),
+    actAs,
+    listTools: async () => (await client.listTools()).tools,
     call: (name, args = {}) => client.callTool({ name, arguments: args }) as Promise<CallToolResult>,
-    async close() {
-      await transport.terminateSession().catch(() => {});
-      await client.close();
-    },
+    close: () => client.close(),
   };
 }
 

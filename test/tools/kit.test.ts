@@ -1,5 +1,5 @@
 // The shared server kit, through the `platform` server: routes, the identity and provisioning checks and
-// their error body, the host guard, MCP sessions bound to their caller, and a database outage degrading.
+// their error body, the host guard, stateless MCP for both protocol eras, and a database outage degrading.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
@@ -23,11 +23,16 @@ beforeAll(async () => {
   db = await createTestDatabase();
   user = await seedUser(db.pool);
   relay = await startPostgresRelay(db.url);
-  server = await startInProcess('platform', {
-    DATABASE_URL: relay.url,
-    PLATFORM_MCP_ALLOWED_HOSTS: '127.0.0.1:*,tools.internal:3000',
-    PLATFORM_MCP_ALLOWED_ORIGINS: 'https://platform.example.com',
-  });
+  // No users cache here: the outage test below needs every request to ask the database.
+  server = await startInProcess(
+    'platform',
+    {
+      DATABASE_URL: relay.url,
+      PLATFORM_MCP_ALLOWED_HOSTS: '127.0.0.1:*,tools.internal:3000',
+      PLATFORM_MCP_ALLOWED_ORIGINS: 'https://platform.example.com',
+    },
+    { usersCacheMs: 0 },
+  );
 });
 
 afterAll(async () => {
@@ -175,57 +180,140 @@ describe('host and origin guard', () => {
   });
 });
 
-describe('MCP sessions', () => {
-  it('initializes with the real SDK client, lists the tools and calls whoami as the signed caller', async () => {
-    const id = identityFor(user, { issuer: 'entra', scope: 'mcp.access', clientId: 'connector-app' });
-    const mcp = await connectMcp(server.mcpUrl, id);
-    try {
-      expect(mcp.transport.sessionId).toMatch(/^[0-9a-f-]{36}$/);
-      const { tools } = await mcp.client.listTools();
-      expect(tools.map((t) => t.name)).toEqual(['whoami']);
-      const r = await mcp.call('whoami');
-      expect(r.isError).toBeFalsy();
-      expect(toolJson(r)).toEqual({
-        email: user.email,
-        sub: user.sub,
-        issuer: 'entra',
-        scope: 'mcp.access',
-        client_id: 'connector-app',
-      });
-    } finally {
-      await mcp.close();
-    }
-  });
+describe('MCP, both protocol eras, no sessions', () => {
+  for (const era of ['modern', 'legacy'] as const) {
+    it(`${era} client: lists the tools and calls whoami as the signed caller, with no session id`, async () => {
+      const id = identityFor(user, { issuer: 'entra', scope: 'mcp.access', clientId: 'connector-app' });
+      const mcp = await connectMcp(server.mcpUrl, id, era);
+      try {
+        expect(mcp.protocolVersion()).toBe(era === 'modern' ? '2026-07-28' : '2025-11-25');
+        expect(mcp.sessionId()).toBeUndefined();
+        const tools = await mcp.listTools();
+        expect(tools.map((t) => t.name)).toEqual(['whoami']);
+        const r = await mcp.call('whoami');
+        expect(r.isError).toBeFalsy();
+        expect(toolJson(r)).toEqual({
+          email: user.email,
+          sub: user.sub,
+          issuer: 'entra',
+          scope: 'mcp.access',
+          client_id: 'connector-app',
+        });
+      } finally {
+        await mcp.close();
+      }
+    });
 
-  it('takes the identity from each request, not from the session', async () => {
-    const other = await seedUser(db.pool);
-    const mcp = await connectMcp(server.mcpUrl, identityFor(user));
-    try {
-      // Same caller (sub, email), other token: the session continues and whoami shows the new request's claims.
-      mcp.actAs(identityFor(user, { scope: 'mcp:platform', clientId: 'second-client' }));
-      expect(toolJson(await mcp.call('whoami'))).toMatchObject({
-        scope: 'mcp:platform',
-        client_id: 'second-client',
-      });
-      // Another caller presenting this session id is treated like an unknown session.
-      mcp.actAs(identityFor(other));
-      await expect(mcp.call('whoami')).rejects.toThrow(/Session not found|404/);
-    } finally {
-      await mcp.client.close();
-    }
-  });
+    it(`${era} client: takes the identity from each request`, async () => {
+      const other = await seedUser(db.pool);
+      const mcp = await connectMcp(server.mcpUrl, identityFor(user), era);
+      try {
+        mcp.actAs(identityFor(other, { clientId: 'second-client' }));
+        expect(toolJson(await mcp.call('whoami'))).toMatchObject({
+          email: other.email,
+          client_id: 'second-client',
+        });
+      } finally {
+        await mcp.close();
+      }
+    });
+  }
 
-  it('refuses a non-initialize request without a session, and an unknown session id', async () => {
-    const h = signedHeaders(identityFor(user));
-    const noSession = await post(h, { jsonrpc: '2.0', id: 2, method: 'tools/list' });
-    expect(noSession.status).toBe(400);
-    expect(await noSession.json()).toMatchObject({ jsonrpc: '2.0', error: { code: -32000 } });
-    const unknown = await post(
-      { ...h, 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
-      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+  it('answers a 2025 request without a session, and ignores a session id it never gave', async () => {
+    const h = { ...signedHeaders(identityFor(user)), 'mcp-protocol-version': '2025-11-25' };
+    const list = await post(h, { jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    expect(list.status).toBe(200);
+    expect(list.headers.get('mcp-session-id')).toBeNull();
+    const withId = await post(
+      { ...signedHeaders(identityFor(user)), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
+      { jsonrpc: '2.0', id: 3, method: 'tools/list' },
     );
-    expect(unknown.status).toBe(404);
-    await unknown.body?.cancel();
+    expect(withId.status).toBe(200);
+    await Promise.all([list.body?.cancel(), withId.body?.cancel()]);
+  });
+
+  it('initialize answers without Mcp-Session-Id; GET and DELETE answer 405 (no sessions, no event stream)', async () => {
+    const init = await post(signedHeaders(identityFor(user)));
+    expect(init.status).toBe(200);
+    expect(init.headers.get('mcp-session-id')).toBeNull();
+    await init.body?.cancel();
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(server.mcpUrl, {
+        method,
+        headers: { accept: 'text/event-stream', ...signedHeaders(identityFor(user)) },
+      });
+      expect(res.status).toBe(405);
+      await res.body?.cancel();
+    }
+  });
+
+  it('2026-07-28: tools/list carries resultType and the cache hint; server/discover needs no handshake', async () => {
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const h = {
+      ...signedHeaders(identityFor(user)),
+      'mcp-protocol-version': '2026-07-28',
+      'mcp-method': 'tools/list',
+    };
+    const list = await post(h, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } });
+    expect(list.status).toBe(200);
+    const body = (await list.json()) as { result: Record<string, unknown> };
+    expect(body.result).toMatchObject({ resultType: 'complete', ttlMs: 300000, cacheScope: 'private' });
+    const again = (await (
+      await post(
+        { ...h, ...signedHeaders(identityFor(user)) },
+        { jsonrpc: '2.0', id: 9, method: 'tools/list', params: { _meta: meta } },
+      )
+    ).json()) as { result: unknown };
+    expect(JSON.stringify(again.result)).toBe(JSON.stringify(body.result));
+
+    const discover = await post(
+      {
+        ...signedHeaders(identityFor(user)),
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'server/discover',
+      },
+      { jsonrpc: '2.0', id: 2, method: 'server/discover', params: { _meta: meta } },
+    );
+    expect(discover.status).toBe(200);
+    const d = (await discover.json()) as { result: { supportedVersions: string[] } };
+    expect(d.result.supportedVersions).toContain('2026-07-28');
+  });
+
+  it('2026-07-28: refuses Mcp-Method / Mcp-Name that disagree with the body (400, -32020)', async () => {
+    const meta = {
+      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+      'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
+      'io.modelcontextprotocol/clientCapabilities': {},
+    };
+    const call = {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'whoami', arguments: {}, _meta: meta },
+    };
+    const base = { 'mcp-protocol-version': '2026-07-28' };
+    const wrongMethod = await post(
+      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/list', 'mcp-name': 'whoami' },
+      call,
+    );
+    expect(wrongMethod.status).toBe(400);
+    expect(await wrongMethod.json()).toMatchObject({ error: { code: -32020 } });
+    const wrongName = await post(
+      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'other' },
+      call,
+    );
+    expect(wrongName.status).toBe(400);
+    expect(await wrongName.json()).toMatchObject({ error: { code: -32020 } });
+    const right = await post(
+      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'whoami' },
+      call,
+    );
+    expect(right.status).toBe(200);
+    expect(await right.json()).toMatchObject({ result: { structuredContent: { email: user.email } } });
   });
 
   it('answers a JSON-RPC parse error for a body that is not JSON', async () => {
@@ -253,7 +341,7 @@ describe('database down', () => {
       expect(toolJson(r)).toEqual({
         error: { code: 'database_unavailable', message: expect.stringMatching(/unavailable/), status: 503 },
       });
-      // A new session can still be opened while the database is down.
+      // A new client can still connect while the database is down.
       const fresh = await post(signedHeaders(identityFor(user)));
       expect(fresh.status).toBe(200);
       await fresh.body?.cancel();
@@ -268,21 +356,55 @@ describe('database down', () => {
   });
 });
 
-describe('lifecycle', () => {
-  it('closes MCP sessions that stay idle past the limit', async () => {
-    const short = await startInProcess('platform', { DATABASE_URL: db.url }, { sessionIdleMs: 100 });
-    const mcp = await connectMcp(short.mcpUrl, identityFor(user));
+describe('users cache', () => {
+  it('remembers a found user for its lifetime (no query), then refuses a deleted user', async () => {
+    const cached = await startInProcess('platform', { DATABASE_URL: relay.url }, { usersCacheMs: 1500 });
+    const gone = await seedUser(db.pool);
+    const mcp = await connectMcp(cached.mcpUrl, identityFor(gone));
     try {
-      expect(toolJson(await mcp.call('whoami')).email).toBe(user.email);
-      await new Promise((r) => setTimeout(r, 400));
-      await expect(mcp.call('whoami')).rejects.toThrow(/Session not found|404/);
-      expect(short.logs().some((l) => l.msg === 'MCP session closed' && l.why === 'idle')).toBe(true);
+      expect(toolJson(await mcp.call('whoami')).email).toBe(gone.email);
+      // Within the lifetime the users table is not asked: with the database unreachable the call still works.
+      await relay.down();
+      expect(toolJson(await mcp.call('whoami')).email).toBe(gone.email);
+      await relay.up();
+      await db.pool.query('DELETE FROM users WHERE id = $1', [gone.id]);
+      await new Promise((r) => setTimeout(r, 1600));
+      await expect(mcp.call('whoami')).rejects.toThrow(/401|USER_NOT_PROVISIONED/);
     } finally {
-      await mcp.client.close();
-      await short.close();
+      await relay.up();
+      await mcp.close();
+      await cached.close();
     }
   });
 
+  it('never remembers an unknown user: one provisioned afterwards gets in at once', async () => {
+    const cached = await startInProcess('platform', { DATABASE_URL: db.url }, { usersCacheMs: 60_000 });
+    const later = { email: `later-${Date.now()}@example.com`, sub: 'later-sub' };
+    try {
+      await expect401(
+        await fetch(cached.mcpUrl, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            ...signedHeaders(identityFor(later)),
+          },
+          body: JSON.stringify(INIT),
+        }),
+        'USER_NOT_PROVISIONED',
+        /not provisioned/,
+      );
+      await db.pool.query('INSERT INTO users (name, email) VALUES ($1, $2)', ['Later', later.email]);
+      const mcp = await connectMcp(cached.mcpUrl, identityFor(later));
+      expect(toolJson(await mcp.call('whoami')).email).toBe(later.email);
+      await mcp.close();
+    } finally {
+      await cached.close();
+    }
+  });
+});
+
+describe('lifecycle', () => {
   it('close() releases every database connection of the server', async () => {
     // A database of its own, so every connection to it with this application name is this server's.
     const own = await createTestDatabase();

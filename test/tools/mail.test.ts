@@ -147,7 +147,7 @@ describe('outbox delivery (no Graph settings)', () => {
   });
 
   it('lists send_mail and create_calendar_event with as_user_email optional', async () => {
-    const { tools } = await asUser.client.listTools();
+    const { tools } = { tools: await asUser.listTools() };
     expect(tools.map((t) => t.name).sort()).toEqual(['create_calendar_event', 'send_mail']);
     for (const t of tools) expect(t.inputSchema.required).not.toContain('as_user_email');
   });

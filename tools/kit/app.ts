@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { requestId } from '../../lib/http.ts';
+import { HttpInputError, readBody, requestId } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
-import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
+import { JsonRpcHttpError, MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { authenticate } from './identity.ts';
+import type { McpEndpoint } from './mcp.ts';
 import type { ProvisioningCheck } from './provisioning.ts';
-import type { SessionManager } from './sessions.ts';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -15,7 +15,28 @@ export interface ToolAppParts {
   identitySecret: string;
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
-  sessions: SessionManager;
+  mcp: McpEndpoint;
+}
+
+/** Largest JSON-RPC POST body a tool server reads (the gateway forwards at most 1 MiB by default). */
+const MCP_BODY_LIMIT = 4 * 1024 * 1024;
+
+/** The POST body, read whole before the caller is checked; errors in JSON-RPC shape, as MCP clients expect. */
+async function readRpcBody(req: IncomingMessage): Promise<Buffer> {
+  try {
+    return await readBody(req, MCP_BODY_LIMIT);
+  } catch (err) {
+    if (err instanceof HttpInputError) throw new JsonRpcHttpError(err.status, -32600, err.message);
+    throw err;
+  }
+}
+
+function parseRpc(raw: Buffer): unknown {
+  try {
+    return JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new JsonRpcHttpError(400, -32700, 'Parse error: body is not valid JSON');
+  }
 }
 
 interface Exchange {
@@ -38,14 +59,16 @@ const health: Endpoint = async ({ res }) => {
 
 /**
  * A tool server as a request handler; tools/server.ts owns the process side (pool, probe, port, shutdown).
- * The MCP endpoint reads as its steps: host guard, caller from the signed headers, provisioning, MCP.
+ * The MCP endpoint reads as its steps: host guard, body, caller from the signed headers, provisioning, MCP.
  */
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
   const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
     parts.hostGuard.check(req);
+    const raw = req.method === 'POST' ? await readRpcBody(req) : undefined;
     const identity = authenticate(req, parts.identitySecret);
+    const body = raw === undefined ? undefined : parseRpc(raw);
     const provisioning = await parts.provisioning(identity, reqLog);
-    await parts.sessions.handle(req, res, { identity, provisioning });
+    await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.

@@ -13,13 +13,39 @@ export type Provisioning = 'verified' | 'unverified';
 
 export type ProvisioningCheck = (identity: Identity, log: Logger) => Promise<Provisioning>;
 
-export function createProvisioningCheck(pool: Pool, usersTable: string): ProvisioningCheck {
+export interface ProvisioningOptions {
+  usersTable: string;
+  /**
+   * How long a found user is remembered (0: ask the database every time). A user deleted from the users table
+   * is refused at the latest this long after the deletion; an unknown user is never remembered, so a newly
+   * provisioned one gets in at once.
+   */
+  cacheMs: number;
+  /** Most users remembered at once; the oldest entry makes room. */
+  cacheSize?: number;
+}
+
+/**
+ * The users-table lookup behind USER_NOT_PROVISIONED, with a short bounded cache of users found, so a busy
+ * caller does not cost one query per request.
+ */
+export function createProvisioningCheck(pool: Pool, opts: ProvisioningOptions): ProvisioningCheck {
   // Auth.js stores the email as the provider gave it; the IdP lowercases it, so compare lowercased.
-  const sql = `SELECT 1 FROM ${ident(usersTable)} WHERE lower(email) = $1 LIMIT 1`;
+  const sql = `SELECT 1 FROM ${ident(opts.usersTable)} WHERE lower(email) = $1 LIMIT 1`;
+  const maxEntries = opts.cacheSize ?? 10_000;
+  /** email → time it was found; Map keeps insertion order, so the first key is the oldest. */
+  const found = new Map<string, number>();
   return async (identity, log) => {
-    let found: boolean;
+    const email = identity.email.toLowerCase();
+    const now = performance.now();
+    const seen = found.get(email);
+    if (seen !== undefined) {
+      if (now - seen < opts.cacheMs) return 'verified';
+      found.delete(email);
+    }
+    let exists: boolean;
     try {
-      found = ((await pool.query(sql, [identity.email.toLowerCase()])).rowCount ?? 0) > 0;
+      exists = ((await pool.query(sql, [email])).rowCount ?? 0) > 0;
     } catch (err) {
       if (!isDatabaseUnavailable(err)) throw err;
       log.warn(
@@ -28,7 +54,11 @@ export function createProvisioningCheck(pool: Pool, usersTable: string): Provisi
       );
       return 'unverified';
     }
-    if (!found) throw new UserNotProvisionedError(identity.email);
+    if (!exists) throw new UserNotProvisionedError(identity.email);
+    if (opts.cacheMs > 0) {
+      if (found.size >= maxEntries) found.delete(found.keys().next().value!);
+      found.set(email, now);
+    }
     return 'verified';
   };
 }

@@ -1,4 +1,4 @@
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/server';
 import { isDatabaseUnavailable } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 

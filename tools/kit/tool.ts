@@ -1,19 +1,17 @@
-import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
-import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type {
+  AuthInfo,
   CallToolResult,
-  ServerNotification,
-  ServerRequest,
+  McpServer,
+  ServerContext,
   ToolAnnotations,
-} from '@modelcontextprotocol/sdk/types.js';
+} from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import type { Identity } from '../../lib/identity.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { Provisioning } from './provisioning.ts';
 import { DependencyUnavailableError, toolErrorResult } from './tool-errors.ts';
 
-/** What a tool handler knows about its call: the caller of *this* HTTP request, never of the session. */
+/** What a tool handler knows about its call: the caller of *this* HTTP request (there are no sessions). */
 export interface ToolCall {
   identity: Identity;
   requestId: string;
@@ -65,7 +63,7 @@ function callerOf(authInfo: AuthInfo | undefined): CallerInfo {
   return caller;
 }
 
-/** Registers the tools on one session's server, each wrapped with the caller check and the error mapping. */
+/** Registers the tools on one request's server, each wrapped with the caller check and the error mapping. */
 export function registerTools(server: McpServer, tools: readonly AnyTool[], log: Logger): void {
   for (const tool of tools) {
     server.registerTool(
@@ -77,11 +75,8 @@ export function registerTools(server: McpServer, tools: readonly AnyTool[], log:
         outputSchema: tool.output,
         annotations: tool.annotations,
       },
-      async (
-        args: unknown,
-        extra: RequestHandlerExtra<ServerRequest, ServerNotification>,
-      ): Promise<CallToolResult> => {
-        const { identity, provisioning } = callerOf(extra.authInfo);
+      async (args: unknown, ctx: ServerContext): Promise<CallToolResult> => {
+        const { identity, provisioning } = callerOf(ctx.http?.authInfo);
         const callLog = log.child({ reqId: identity.requestId, tool: tool.name, caller: identity.email });
         const started = performance.now();
         let result: CallToolResult;
@@ -96,7 +91,7 @@ export function registerTools(server: McpServer, tools: readonly AnyTool[], log:
             identity,
             requestId: identity.requestId,
             log: callLog,
-            signal: extra.signal,
+            signal: ctx.mcpReq.signal,
           });
           result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
         } catch (err) {

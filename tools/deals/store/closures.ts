@@ -38,6 +38,10 @@ export async function proposeClosure(pool: Pool, p: Proposal, actor: Actor): Pro
   const hash = requestHash({ deal_id: p.dealId, skill: p.skill, body });
   const owner = actor.email.toLowerCase();
   const client = await pool.connect();
+  // A checked-out client whose connection drops between queries emits 'error' with nobody listening (the
+  // pool listens only to idle ones), which would crash the process; the next query rejects anyway.
+  const ignore = () => {};
+  client.on('error', ignore);
   let outcome: ProposalResult | { priorHash: string; prior: ProposalResult };
   try {
     await client.query('BEGIN');
@@ -45,10 +49,12 @@ export async function proposeClosure(pool: Pool, p: Proposal, actor: Actor): Pro
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});
+    client.off('error', ignore);
     // A connection that failed mid-transaction is not given back to the pool.
     client.release(err as Error);
     throw err;
   }
+  client.off('error', ignore);
   client.release();
   if ('priorHash' in outcome) {
     if (outcome.priorHash !== hash) throw new IdempotencyConflictError(p.idempotencyKey);
