@@ -26,7 +26,9 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(opts: { adminEmails?: string[] } = {}): Promise<Stack> {
+export async function startStack(
+  opts: { adminEmails?: string[]; idpEnv?: Record<string, string> } = {},
+): Promise<Stack> {
   const db = await createTestDatabase();
   const dealsDb = await startPostgresRelay(db.url);
   const gatewayPort = await freePort();
@@ -36,7 +38,7 @@ export async function startStack(opts: { adminEmails?: string[] } = {}): Promise
     const idp = await startIdpProcess({
       databaseUrl: db.url,
       redisUrl: inject('redisUrl'),
-      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(',') },
+      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(','), ...opts.idpEnv },
     });
     started.push(idp);
     const tools = {} as Stack['tools'];
