@@ -5,7 +5,8 @@ import type { Logger } from '../lib/logger.ts';
 import type { IdpContext } from './context.ts';
 import { AuthorizePageError, MethodNotAllowedError, NotFoundError, OAuthError } from './errors.ts';
 import { refusedPage, sendPage } from './pages/html.ts';
-import { routes } from './routes.ts';
+import { RateLimitedError } from './rate-limit.ts';
+import { findRoute, routes } from './routes.ts';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -52,7 +53,7 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
         'request',
       );
     });
-    const entry = table.get(url.pathname);
+    const entry = findRoute(table, url.pathname);
     const run = async () => {
       if (!entry) throw new NotFoundError(`no route ${url.pathname}`);
       const endpoint = req.method ? entry[req.method] : undefined;
@@ -83,7 +84,9 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     if (err.status >= 500) log.error({ err }, 'request failed');
     else log.warn({ error: err.error, reason: err.message }, 'request refused');
     if (err instanceof MethodNotAllowedError) headers.allow = err.allow;
+    if (err instanceof RateLimitedError) headers['retry-after'] = String(err.retryAfter);
     if (err.error === 'invalid_token') headers['www-authenticate'] = `Bearer error="invalid_token"`;
+    if (err.error === 'insufficient_scope') headers['www-authenticate'] = `Bearer error="insufficient_scope"`;
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
     return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
   }

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import {
   ConfigError,
   csv,
@@ -36,6 +37,12 @@ export interface IdpConfig {
   logLevel: string;
   /** Client ID Metadata Documents: hosts allowed to serve them (empty: any public host), an extra CA (PEM). */
   cimd: { allowedHosts: readonly HostPattern[]; ca: string | undefined };
+  /** PLATFORM_ADMIN_EMAILS, lowercased: who may be granted `platform:admin` and use the admin API. */
+  adminEmails: ReadonlySet<string>;
+  /** PLATFORM_RATE_LIMITS over the defaults (docs/idp.md § Rate limits). */
+  rateLimits: RateLimits;
+  /** PLATFORM_TRUSTED_PROXIES: peers whose X-Forwarded-For names the client address. */
+  trustedProxies: readonly string[];
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -44,6 +51,61 @@ export interface IdpConfig {
     subjectProvider: string;
   };
 }
+
+export type RateLimitedEndpoint = 'register' | 'token' | 'revoke' | 'device';
+export type RateLimits = Readonly<Record<RateLimitedEndpoint, { points: number; seconds: number }>>;
+
+/**
+ * Per client address. Generous: a person or a CI runner never meets them, a script hammering the endpoint
+ * does. `token` is the highest because MCP clients refresh often and several run behind one NAT.
+ */
+export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
+  register: { points: 100, seconds: 60 },
+  token: { points: 600, seconds: 60 },
+  revoke: { points: 300, seconds: 60 },
+  device: { points: 60, seconds: 60 },
+});
+
+export function parseRateLimits(value: string | undefined): RateLimits {
+  const out = { ...DEFAULT_RATE_LIMITS };
+  if (value === undefined) return Object.freeze(out);
+  const seen = new Set<string>();
+  for (const part of value.split(',').map((p) => p.trim())) {
+    if (part === '') continue;
+    const m = /^([a-z]+)=(\d{1,9})\/(\d{1,7})$/.exec(part);
+    if (!m) throw new ConfigError('PLATFORM_RATE_LIMITS', `"${part}" is not <endpoint>=<count>/<seconds>`);
+    const [, name, count, seconds] = m as unknown as [string, string, string, string];
+    if (!(name in DEFAULT_RATE_LIMITS))
+      throw new ConfigError(
+        'PLATFORM_RATE_LIMITS',
+        `unknown endpoint "${name}" (use ${Object.keys(DEFAULT_RATE_LIMITS).join(', ')})`,
+      );
+    if (seen.has(name)) throw new ConfigError('PLATFORM_RATE_LIMITS', `"${name}" is given more than once`);
+    seen.add(name);
+    if (Number(count) < 1 || Number(seconds) < 1)
+      throw new ConfigError('PLATFORM_RATE_LIMITS', `"${part}": count and seconds must be at least 1`);
+    out[name as RateLimitedEndpoint] = { points: Number(count), seconds: Number(seconds) };
+  }
+  return Object.freeze(out);
+}
+
+/** Addresses or CIDR blocks (`10.0.0.0/8`, `::1`); checked here so a typo stops start-up. */
+export function parseTrustedProxies(list: readonly string[]): string[] {
+  for (const entry of list) {
+    const [addr, bits, extra] = entry.split('/');
+    const family = isIP(addr ?? '');
+    const max = family === 4 ? 32 : 128;
+    const bad =
+      family === 0 ||
+      extra !== undefined ||
+      (bits !== undefined && (!/^\d{1,3}$/.test(bits) || Number(bits) > max));
+    if (bad)
+      throw new ConfigError('PLATFORM_TRUSTED_PROXIES', `"${entry}" is not an IP address or CIDR block`);
+  }
+  return [...list];
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
@@ -73,6 +135,14 @@ function cimdConfig(env: Env): IdpConfig['cimd'] {
       throw new ConfigError('PLATFORM_CIMD_CA_FILE', `${caFile} holds no PEM certificate`);
   }
   return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca });
+}
+
+function adminEmails(env: Env): ReadonlySet<string> {
+  const list = csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase());
+  for (const e of list) {
+    if (!EMAIL.test(e)) throw new ConfigError('PLATFORM_ADMIN_EMAILS', `"${e}" is not an email address`);
+  }
+  return new Set(list);
 }
 
 export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}): IdpConfig {
@@ -121,6 +191,9 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     redisUrl: redis,
     logLevel: logLevel(env),
     cimd: cimdConfig(env),
+    adminEmails: adminEmails(env),
+    rateLimits: parseRateLimits(optionalString(env, 'PLATFORM_RATE_LIMITS')),
+    trustedProxies: parseTrustedProxies(csv(env, 'PLATFORM_TRUSTED_PROXIES')),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

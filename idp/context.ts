@@ -1,7 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { RateLimiter } from './rate-limit.ts';
+import type { RevocationService } from './revocation.ts';
+import type { AdminAuditStore } from './store/admin-audit.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { ConsentStore } from './store/consents.ts';
@@ -22,9 +26,16 @@ export interface IdpContext {
   deviceCodes: DeviceCodeStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
+  /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
   revocations: RevocationPublisher;
   /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
   csrfKey: Buffer;
+  /** Every revocation goes through here: recorded in Postgres, then published. */
+  revocation: RevocationService;
+  adminAudit: AdminAuditStore;
+  rateLimiter: RateLimiter;
+  /** For stores the admin API builds over the provider's tables. */
+  pool: Pool;
 }
 
 export interface Exchange {

@@ -87,6 +87,12 @@ export class InvalidTokenError extends OAuthError {
     super('invalid_token', description, 401);
   }
 }
+/** 403: a valid token that lacks what the request needs (RFC 6750 §3.1). */
+export class InsufficientScopeError extends OAuthError {
+  constructor(description: string) {
+    super('insufficient_scope', description, 403);
+  }
+}
 export class TemporarilyUnavailableError extends OAuthError {
   constructor(description: string) {
     super('temporarily_unavailable', description, 503);

@@ -1,4 +1,5 @@
-import type { IdpConfig } from './config.ts';
+import { adminApi } from './admin/router.ts';
+import type { IdpConfig, RateLimitedEndpoint } from './config.ts';
 import type { Endpoint } from './context.ts';
 import { authorize } from './endpoints/authorize.ts';
 import { consentDecision } from './endpoints/consent.ts';
@@ -14,25 +15,45 @@ import type { SigningKey } from './tokens/keys.ts';
 
 export type RouteTable = ReadonlyMap<string, Readonly<Record<string, Endpoint>>>;
 
+/** A path ending in `/` in the table mounts a sub-router for everything below it (the admin API). */
+const ADMIN_MOUNT = '/admin/api/';
+const ANY_METHOD = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
 const health: Endpoint = async (_ctx, { res }) => {
   res.writeHead(200, { 'content-type': 'application/json', 'content-length': 15 });
   res.end('{"status":"ok"}');
 };
 
+/** Counts the request against the endpoint's per-address limit before running it (docs/idp.md § Rate limits). */
+function limited(name: RateLimitedEndpoint, endpoint: Endpoint): Endpoint {
+  return async (ctx, x) => {
+    await ctx.rateLimiter.consume(name, x.req);
+    return endpoint(ctx, x);
+  };
+}
+
 /** The provider's whole surface, in one place: path → method → endpoint. */
 export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTable {
   const meta = discovery(config);
+  const admin = Object.fromEntries(ANY_METHOD.map((m) => [m, adminApi]));
   return new Map<string, Record<string, Endpoint>>([
     ['/.well-known/openid-configuration', { GET: meta }],
     ['/.well-known/oauth-authorization-server', { GET: meta }],
     ['/.well-known/jwks.json', { GET: jwks(keys) }],
     ['/oauth/authorize', { GET: authorize, POST: consentDecision }],
-    ['/oauth/token', { POST: token }],
-    ['/oauth/register', { POST: register }],
-    ['/oauth/revoke', { POST: revoke }],
+    ['/oauth/token', { POST: limited('token', token) }],
+    ['/oauth/register', { POST: limited('register', register) }],
+    ['/oauth/revoke', { POST: limited('revoke', revoke) }],
     ['/oauth/userinfo', { GET: userinfo, POST: userinfo }],
-    ['/oauth/device_authorization', { POST: deviceAuthorization }],
+    ['/oauth/device_authorization', { POST: limited('device', deviceAuthorization) }],
     ['/oauth/device', { GET: deviceVerification, POST: deviceDecision }],
     ['/health', { GET: health }],
+    [ADMIN_MOUNT, admin],
   ]);
+}
+
+export function findRoute(table: RouteTable, path: string): Readonly<Record<string, Endpoint>> | undefined {
+  const exact = table.get(path);
+  if (exact) return exact;
+  return path.startsWith(ADMIN_MOUNT) ? table.get(ADMIN_MOUNT) : undefined;
 }

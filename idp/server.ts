@@ -9,6 +9,9 @@ import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { createRateLimiter } from './rate-limit.ts';
+import { createRevocationService, type RevocationService } from './revocation.ts';
+import { createAdminAuditStore } from './store/admin-audit.ts';
 import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
@@ -51,6 +54,16 @@ async function usersIdType(pool: Pool, table: string): Promise<string | undefine
   return t && /^[a-z0-9 ()_,]+$/.test(t) ? t : undefined;
 }
 
+/** Writes the recorded, still-live revocations to the denylist; a failure is logged and retried next time. */
+async function replayRevocations(revocation: RevocationService, log: Logger): Promise<void> {
+  try {
+    const n = await revocation.replay();
+    log.info({ entries: n }, 'revocations replayed to the denylist');
+  } catch (err) {
+    log.warn({ err: { message: (err as Error).message } }, 'revocations could not be replayed yet');
+  }
+}
+
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
   const { log } = deps;
   const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
@@ -79,6 +92,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       );
     },
   });
+  const publisher = revocations;
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
@@ -86,6 +100,12 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
+    const revocation = createRevocationService({
+      pool,
+      publisher,
+      log: log.child({ component: 'revocation' }),
+      usersTable: idType ? ident(config.authjs.usersTable) : undefined,
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -98,9 +118,26 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
-      revocations,
+      revocations: publisher,
       csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
+      revocation,
+      adminAudit: createAdminAuditStore(pool),
+      rateLimiter: createRateLimiter({
+        issuer: config.issuer,
+        limits: config.rateLimits,
+        trustedProxies: config.trustedProxies,
+        redis,
+      }),
+      pool,
     };
+    if (redis) {
+      // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
+      redis.on('ready', () => void replayRevocations(revocation, log));
+      if (redis.status === 'ready') await replayRevocations(revocation, log);
+    } else {
+      // The in-process store starts empty on every start (platform dev): fill it before serving.
+      await replayRevocations(revocation, log);
+    }
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
       withResponseHeaders(

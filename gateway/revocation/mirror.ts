@@ -56,7 +56,7 @@ export class RevocationMirror implements RevocationCheck {
 
   apply(event: RevocationEvent, now = Date.now() / 1000): void {
     if ('jti' in event) this.denyJti(event.jti, now + JTI_DEFAULT_RETENTION_SECONDS);
-    else this.denySubject(event.sub, event.cutoff);
+    else if ('sub' in event) this.denySubject(event.sub, event.cutoff);
   }
 
   check(jti: string, sub: string, iat: number): RevocationStatus {

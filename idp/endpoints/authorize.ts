@@ -52,7 +52,12 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
     }
-    const scope = grantScope(request.scope, ctx.config.services, entitledServices(ctx));
+    const scope = grantScope({
+      requested: request.scope,
+      services: ctx.config.services,
+      entitled: entitledServices(ctx),
+      isAdmin: ctx.config.adminEmails.has(session.user.email),
+    });
     if (await needsConsent(ctx, { client, email: session.user.email, scope, prompt: request.prompt })) {
       if (request.prompt.has('none')) throw new ConsentRequiredError('the user has not approved this client');
       return renderConsent(ctx, x, { client, redirectUri, session, scope, params });

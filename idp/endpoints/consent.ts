@@ -43,7 +43,12 @@ export const consentDecision: Endpoint = async (ctx, x) => {
       x.log.info({ clientId: client.clientId }, 'consent denied');
       throw new AccessDeniedError('the user denied the request');
     }
-    const scope = grantScope(request.scope, ctx.config.services, entitledServices(ctx));
+    const scope = grantScope({
+      requested: request.scope,
+      services: ctx.config.services,
+      entitled: entitledServices(ctx),
+      isAdmin: ctx.config.adminEmails.has(session.user.email),
+    });
     await ctx.consents.grant({
       email: session.user.email,
       clientId: client.clientId,

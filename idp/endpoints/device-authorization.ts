@@ -24,7 +24,13 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
   const requested = parseScope(form.get('scope'));
-  grantScope(requested, ctx.config.services, new Set(ctx.config.services)); // throws invalid_scope
+  // Only checks the request (invalid_scope); the user's entitlements narrow it on the verification page.
+  grantScope({
+    requested,
+    services: ctx.config.services,
+    entitled: new Set(ctx.config.services),
+    isAdmin: true,
+  });
   const deviceCode = newDeviceCode();
   // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.
   for (let attempt = 0; attempt < 5; attempt++) {

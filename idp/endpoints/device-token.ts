@@ -61,5 +61,12 @@ export async function deviceCodeGrant(
     exp: iat + ACCESS_TTL_SECONDS,
   });
   log.info({ clientId, sub: grant.subject }, 'device code exchanged');
-  return tokenResponse(ctx, grant, grant.scope, jti, iat, refresh.value, undefined);
+  return tokenResponse(ctx, {
+    grant,
+    scope: grant.scope,
+    jti,
+    iat,
+    refreshToken: refresh.value,
+    nonce: undefined,
+  });
 }

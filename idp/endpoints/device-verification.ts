@@ -18,7 +18,7 @@ type Found =
   | { ok: false; problem: string };
 
 /** The pending request a typed code names, with its client and the scope the user would grant. */
-async function findRequest(ctx: IdpContext, typed: string): Promise<Found> {
+async function findRequest(ctx: IdpContext, session: WebSession, typed: string): Promise<Found> {
   const normalized = normalizeUserCode(typed);
   if (!normalized)
     return { ok: false, problem: 'That is not a valid code: it has 8 letters, like BCDF-GHJK.' };
@@ -35,7 +35,12 @@ async function findRequest(ctx: IdpContext, typed: string): Promise<Found> {
     return { ok: false, problem: `The device's application cannot be verified: ${err.message}` };
   }
   if (!client) return { ok: false, problem: 'The device’s application is no longer registered.' };
-  const scope = grantScope(parseScope(request.scope), ctx.config.services, entitledServices(ctx));
+  const scope = grantScope({
+    requested: parseScope(request.scope),
+    services: ctx.config.services,
+    entitled: entitledServices(ctx),
+    isAdmin: ctx.config.adminEmails.has(session.user.email),
+  });
   return { ok: true, normalized, request, client, scope };
 }
 
@@ -50,7 +55,7 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
   const typed = x.url.searchParams.get('user_code');
   if (typed === null || typed.trim() === '')
     return sendPage(x.res, 200, deviceEntryPage({ email: session.user.email }));
-  const found = await findRequest(ctx, typed.slice(0, 64));
+  const found = await findRequest(ctx, session, typed.slice(0, 64));
   if (!found.ok) {
     return sendPage(
       x.res,
@@ -95,7 +100,7 @@ export const deviceDecision: Endpoint = async (ctx, x) => {
   const decision = form.get('decision');
   if (decision !== 'approve' && decision !== 'deny')
     throw new AuthorizePageError('decision must be approve or deny');
-  const found = await findRequest(ctx, typed);
+  const found = await findRequest(ctx, session, typed);
   if (!found.ok) {
     return sendPage(x.res, 400, deviceEntryPage({ email: session.user.email, problem: found.problem }));
   }

@@ -10,7 +10,7 @@ import {
   InvalidScopeError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
-import { parseScope } from '../scopes.ts';
+import { parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
@@ -64,6 +64,8 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
 
   const rec = await ctx.codes.consume(hashCode(code));
   if (!rec) throw new InvalidGrantError('authorization code is invalid');
+  // Consumed by revoke-user: not a replay by the client, so its family (if any) is not the point.
+  if (rec.revoked) throw new InvalidGrantError('authorization code was revoked');
   if (!rec.firstUse) {
     // RFC 6749 §4.1.2: a replayed code revokes what it issued.
     await ctx.refreshTokens.revokeFamily(rec.familyId, 'authorization code replayed');
@@ -98,7 +100,14 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
     iat,
     exp: iat + ACCESS_TTL_SECONDS,
   });
-  return tokenResponse(ctx, grant, grant.scope, jti, iat, refresh.value, rec.nonce);
+  return tokenResponse(ctx, {
+    grant,
+    scope: grant.scope,
+    jti,
+    iat,
+    refreshToken: refresh.value,
+    nonce: rec.nonce,
+  });
 }
 
 async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId: string, log: Logger) {
@@ -126,20 +135,31 @@ async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId
   // RFC 6749 §6: a narrower scope may be asked for, a wider one may not; the store checks it before rotating.
   if (outcome.kind === 'scope_exceeded') throw new InvalidScopeError('scope exceeds the original grant');
   const grant = outcome.grant;
-  return tokenResponse(ctx, grant, narrowed?.join(' ') ?? grant.scope, jti, iat, refresh.value, undefined);
+  return tokenResponse(ctx, {
+    grant,
+    scope: narrowed?.join(' ') ?? grant.scope,
+    jti,
+    iat,
+    refreshToken: refresh.value,
+    nonce: undefined,
+  });
 }
 
-export function tokenResponse(
-  ctx: IdpContext,
-  grant: Grant,
-  scope: string,
-  jti: string,
-  iat: number,
-  refreshToken: string,
-  nonce: string | undefined,
-): Record<string, unknown> {
+interface TokenResponseOptions {
+  grant: Grant;
+  scope: string;
+  jti: string;
+  iat: number;
+  refreshToken: string;
+  nonce: string | undefined;
+}
+
+export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
+  const { grant, jti, iat, refreshToken, nonce } = o;
   const exp = iat + ACCESS_TTL_SECONDS;
   const { issuer, audience } = ctx.config;
+  // The admin list (or the user's email) may have changed since the grant was made.
+  const scope = withoutAdminUnlessAdmin(o.scope, ctx.config.adminEmails.has(grant.email));
   const body: Record<string, unknown> = {
     access_token: ctx.signer.accessToken({
       iss: issuer,

@@ -19,6 +19,8 @@ export interface ConsumedCode extends CodeRecord {
   expired: boolean;
   /** True when this call consumed it; false when it had been consumed before (a replay). */
   firstUse: boolean;
+  /** Consumed by revoke-user before it was redeemed. */
+  revoked: boolean;
 }
 
 export interface CodeStore {
@@ -40,6 +42,7 @@ interface Row {
   auth_time: string;
   expired: boolean;
   first_use: boolean;
+  revoked: boolean;
 }
 
 export function createCodeStore(pool: Pool): CodeStore {
@@ -77,7 +80,8 @@ export function createCodeStore(pool: Pool): CodeStore {
                  FROM prev
                 WHERE c.code = prev.code
             RETURNING c.client_id, c.user_id, c.subject, c.email, c.code_challenge, c.redirect_uri, c.scope, c.nonce,
-                      c.family_id, c.auth_time, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use`,
+                      c.family_id, c.auth_time, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use,
+                      c.revoked_at IS NOT NULL AS revoked`,
         values: [codeHash],
       });
       const r = rows[0];
@@ -95,6 +99,7 @@ export function createCodeStore(pool: Pool): CodeStore {
         authTime: Number(r.auth_time),
         expired: r.expired,
         firstUse: r.first_use,
+        revoked: r.revoked,
       };
     },
   };

@@ -43,8 +43,11 @@ export interface RefreshTokenStore {
    * and reuse detection take a transaction on the rare one.
    */
   rotate(hash: string, clientId: string, next: NewToken, issuance: Issuance): Promise<RotateOutcome>;
-  /** Revokes the token's whole family; returns its client, or undefined when unknown. */
-  revoke(hash: string): Promise<{ clientId: string } | undefined>;
+  /**
+   * Revokes the token's whole family; returns its client, undefined when unknown, or 'other-client' (and
+   * revokes nothing) when `clientId` is given and the token was issued to another client.
+   */
+  revoke(hash: string, clientId?: string): Promise<{ clientId: string } | 'other-client' | undefined>;
   revokeFamily(familyId: string, reason: string): Promise<number>;
   /** Revokes every active token of a user, by user id or subject. */
   revokeSubject(subject: string, reason: string): Promise<number>;
@@ -76,9 +79,15 @@ export interface RefreshStoreOptions {
 }
 
 export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = {}): RefreshTokenStore {
-  const userExists = opts.usersTable
-    ? `AND EXISTS (SELECT 1 FROM ${opts.usersTable.name} u WHERE u.id = r.user_id::${opts.usersTable.idType})`
+  // A refresh re-reads the user (alias r is the refresh token row): a deleted user, or one left without an
+  // email, gets invalid_grant; a changed email is carried by the new tokens and the new refresh token.
+  const userRow = opts.usersTable
+    ? `FROM ${opts.usersTable.name} u WHERE u.id = r.user_id::${opts.usersTable.idType}`
+    : undefined;
+  const userExists = userRow
+    ? `AND EXISTS (SELECT 1 ${userRow} AND u.email IS NOT NULL AND trim(u.email) <> '')`
     : '';
+  const currentEmail = userRow ? `COALESCE((SELECT lower(trim(u.email)) ${userRow}), r.email)` : 'r.email';
 
   const auditInsert = (from: string) => `
     INSERT INTO platform.issuance_audit (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
@@ -92,7 +101,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
        WHERE r.token_hash = $1 AND r.client_id = $9 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
          AND r.expires_at > now() ${userExists}
          AND ($8::text IS NULL OR string_to_array($8::text, ' ') <@ string_to_array(r.scope, ' '))
-   RETURNING r.family_id, r.user_id, r.subject, r.email, r.client_id, r.scope, r.auth_time
+   RETURNING r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time
     ), ins AS (
       INSERT INTO platform.refresh_tokens
              (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, expires_at)
@@ -141,15 +150,20 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       return rotateSlow(values, hash, clientId, next);
     },
 
-    async revoke(hash) {
+    async revoke(hash, clientId) {
+      // The client check is in the statement: another client's token is reported, never revoked.
       const { rows } = await pool.query<{ client_id: string }>(
         `WITH t AS (SELECT family_id, client_id FROM platform.refresh_tokens WHERE token_hash = $1),
               upd AS (UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'revoked'
-                       WHERE family_id = (SELECT family_id FROM t) AND revoked_at IS NULL)
+                       WHERE family_id = (SELECT family_id FROM t WHERE $2::text IS NULL OR client_id = $2)
+                         AND revoked_at IS NULL)
          SELECT client_id FROM t`,
-        [hash],
+        [hash, clientId ?? null],
       );
-      return rows[0] ? { clientId: rows[0].client_id } : undefined;
+      const r = rows[0];
+      if (!r) return undefined;
+      if (clientId !== undefined && r.client_id !== clientId) return 'other-client';
+      return { clientId: r.client_id };
     },
 
     async revokeFamily(familyId, reason) {
@@ -190,7 +204,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
           scope_ok: boolean;
         }
       >(
-        `SELECT r.id, r.family_id, r.user_id, r.subject, r.email, r.client_id, r.scope, r.auth_time, r.rotated_to,
+        `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time, r.rotated_to,
                 r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
                 r.rotated_at > now() - interval '${RETRY_WINDOW_SECONDS} seconds' AS in_window,
                 true ${userExists} AS user_exists,
@@ -250,8 +264,8 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       );
       // $1 is the old token's id; $2..$8 as in the fast path.
       await c.query(
-        `WITH old AS (SELECT family_id, user_id, subject, email, client_id, scope, auth_time
-                        FROM platform.refresh_tokens WHERE id = $1),
+        `WITH old AS (SELECT r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
+                             r.auth_time FROM platform.refresh_tokens r WHERE r.id = $1),
               ins AS (INSERT INTO platform.refresh_tokens
                              (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, expires_at)
                       SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time,

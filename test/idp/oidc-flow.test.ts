@@ -161,6 +161,7 @@ describe('openid-client against platform idp', () => {
       'mcp:deals',
       'mcp:calendar',
       'mcp:crm',
+      'platform:admin',
     ]);
   });
 });

@@ -1,0 +1,33 @@
+import { InvalidRequestError } from '../errors.ts';
+import { readJsonObject } from './body.ts';
+import type { AdminHandler } from './router.ts';
+
+// A token id as issuers write them: printable, no white space (Entra `uti`s are base64url, ours are UUIDs).
+const TOKEN_ID = /^[\x21-\x7E]{1,256}$/;
+const EMAIL = /^[^\s@\p{Cc}]{1,200}@[^\s@\p{Cc}]{1,200}$/u;
+
+/** POST /admin/api/revoke-token {"jti"} → {"jti","known","revoked","expires_at"}. */
+export const revokeTokenRoute: AdminHandler = async ({ ctx, x, admin }) => {
+  const body = await readJsonObject(x);
+  if (typeof body.jti !== 'string' || !TOKEN_ID.test(body.jti))
+    throw new InvalidRequestError('jti must be a token id: 1-256 printable characters without white space');
+  const r = await ctx.revocation.revokeToken({ jti: body.jti, by: `admin:${admin.email}` });
+  const out = { jti: r.jti, known: r.known, revoked: true, expires_at: r.expiresAt.toISOString() };
+  return { body: out, audit: { target: r.jti, detail: out } };
+};
+
+/** POST /admin/api/revoke-user {"email"} → {"email","cutoff","subjects","refresh_families","codes"}. */
+export const revokeUserRoute: AdminHandler = async ({ ctx, x, admin }) => {
+  const body = await readJsonObject(x);
+  const email = typeof body.email === 'string' ? body.email.trim().toLowerCase() : undefined;
+  if (!email || !EMAIL.test(email)) throw new InvalidRequestError('email must be an email address');
+  const r = await ctx.revocation.revokeUser({ email, by: `admin:${admin.email}` });
+  const out = {
+    email: r.email,
+    cutoff: r.cutoff,
+    subjects: r.subjects,
+    refresh_families: r.refreshFamilies,
+    codes: r.codes,
+  };
+  return { body: out, audit: { target: r.email, detail: out } };
+};
