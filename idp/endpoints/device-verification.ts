@@ -5,6 +5,7 @@ import { formatUserCode, hashDeviceSecret, normalizeUserCode } from '../device-c
 import { AuthorizePageError, OAuthError } from '../errors.ts';
 import { deviceConfirmPage, deviceDonePage, deviceEntryPage } from '../pages/device.ts';
 import { sendPage } from '../pages/html.ts';
+import { RateLimitedError } from '../rate-limit.ts';
 import { grantScope, parseScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import type { DeviceRequest } from '../store/device-codes.ts';
@@ -55,6 +56,21 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
   const typed = x.url.searchParams.get('user_code');
   if (typed === null || typed.trim() === '')
     return sendPage(x.res, 200, deviceEntryPage({ email: session.user.email }));
+  // Code lookups count against the device limit (RFC 8628 §5.1: guessing user codes must be slow).
+  try {
+    await ctx.rateLimiter.consume('device', x.req);
+  } catch (err) {
+    if (!(err instanceof RateLimitedError)) throw err;
+    x.res.setHeader('retry-after', String(err.retryAfter));
+    return sendPage(
+      x.res,
+      429,
+      deviceEntryPage({
+        email: session.user.email,
+        problem: `Too many codes were tried from this address. Wait ${err.retryAfter} seconds and try again.`,
+      }),
+    );
+  }
   const found = await findRequest(ctx, session, typed.slice(0, 64));
   if (!found.ok) {
     return sendPage(

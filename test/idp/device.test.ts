@@ -220,6 +220,26 @@ describe('the verification page', () => {
     expect(bad.body).toContain('not a valid code');
   });
 
+  it('counts code lookups against the device rate limit (guessing codes is slow)', async () => {
+    const limited = await startIdpProcess({
+      databaseUrl: db.url,
+      redisUrl: inject('redisUrl'),
+      env: { PLATFORM_RATE_LIMITS: 'device=3/60' },
+    });
+    try {
+      const tries = [];
+      for (let i = 0; i < 4; i++)
+        tries.push(await page(`${limited.issuer}/oauth/device?user_code=BCDF-GHJK`, user.sessionToken));
+      expect(tries.map((t) => t.status)).toEqual([400, 400, 400, 429]);
+      expect(tries[3]!.body).toContain('Too many codes were tried from this address');
+      expect(Number(tries[3]!.res.headers.get('retry-after'))).toBeGreaterThan(0);
+      // The entry form without a code is not a lookup and stays available.
+      expect((await page(`${limited.issuer}/oauth/device`, user.sessionToken)).status).toBe(200);
+    } finally {
+      await limited.stop();
+    }
+  });
+
   it("refuses a decision without this session's CSRF token", async () => {
     const d = await start();
     const p = await page(d.verification_uri_complete, user.sessionToken);
