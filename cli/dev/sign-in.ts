@@ -82,9 +82,13 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
     if (url.pathname !== SIGN_IN_PATH) return sendText(res, 404, 'Not found.\n');
     if (req.method === 'GET') return sendPage(res, 200, form(url.searchParams.get('callbackUrl') ?? '', ''));
     if (req.method !== 'POST') return sendText(res, 405, 'Method not allowed.\n', { allow: 'GET, POST' });
-    // Login CSRF: another site must not be able to sign this browser in as someone else.
+    // Login CSRF: another site must not be able to sign this browser in as someone else. Every IdP response
+    // carries Referrer-Policy: no-referrer, under which a browser sends `Origin: null` even for this page's own
+    // form; Sec-Fetch-Site (which no page can set) then says whether the post came from this origin.
     const from = req.headers.origin;
-    if (from !== undefined && from !== origin) return sendText(res, 403, 'Cross-origin sign-in refused.\n');
+    const sameSite = from === 'null' && req.headers['sec-fetch-site'] === 'same-origin';
+    if (from !== undefined && from !== origin && !sameSite)
+      return sendText(res, 403, 'Cross-origin sign-in refused.\n');
     const body = await readForm(req);
     const callbackUrl = body.get('callbackUrl') ?? '';
     const email = (body.get('email') ?? '').trim().toLowerCase();

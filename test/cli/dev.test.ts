@@ -149,6 +149,18 @@ describe('platform dev', () => {
       body: new URLSearchParams({ email: 'eve@example.com', callbackUrl: '/' }),
     });
     expect(crossSite.status).toBe(403);
+    // A page elsewhere with Referrer-Policy: no-referrer makes the browser send `Origin: null`; only a
+    // same-origin Sec-Fetch-Site (what Chromium sends for the page's own form) makes that acceptable.
+    const opaque = await fetch(`${issuer()}/api/auth/signin`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        origin: 'null',
+        'sec-fetch-site': 'cross-site',
+      },
+      body: new URLSearchParams({ email: 'eve@example.com', callbackUrl: '/' }),
+    });
+    expect(opaque.status).toBe(403);
   });
 
   it('restarts on the same data: same signing key, and the stored sign-in still refreshes', {

@@ -32,12 +32,12 @@ export function sessionCookieName(issuer: string): string {
 export function parseConsentForm(html: string): { action: string; fields: Map<string, string> } | undefined {
   const form = /<form method="post" action="([^"]*)">([\s\S]*?)<\/form>/.exec(html);
   if (!form) return undefined;
-  const unescape = (v: string) => v.replace(/&#(\d+);/g, (_, n: string) => String.fromCharCode(Number(n)));
+  const decode = (v: string) => v.replace(/&#(\d+);/g, (_, n: string) => String.fromCharCode(Number(n)));
   const fields = new Map<string, string>();
   for (const m of form[2]!.matchAll(/<input type="hidden" name="([^"]*)" value="([^"]*)">/g)) {
-    fields.set(unescape(m[1]!), unescape(m[2]!));
+    fields.set(decode(m[1]!), decode(m[2]!));
   }
-  return { action: unescape(form[1]!), fields };
+  return { action: decode(form[1]!), fields };
 }
 
 /**

@@ -43,6 +43,11 @@ describe('configuration is validated before listening', () => {
     ['REDIS_URL wrong scheme', { REDIS_URL: 'http://x' }, /REDIS_URL: must begin with redis:\/\//],
     ['key unreadable', { PLATFORM_OIDC_PRIVATE_KEY: 'xyz' }, /PLATFORM_OIDC_PRIVATE_KEY: .*neither a PEM/],
     ['service name invalid', { PLATFORM_SERVICES: 'mail,Bad Name' }, /PLATFORM_SERVICES: "Bad Name"/],
+    [
+      'session cookie not a cookie name',
+      { PLATFORM_SESSION_COOKIE: 'a b;c' },
+      /PLATFORM_SESSION_COOKIE: "a b;c" is not a cookie name/,
+    ],
   ];
   for (const [name, override, message] of cases) {
     it(`${name} → one line naming the variable, non-zero exit`, async () => {

@@ -15,6 +15,7 @@ import type {
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
+import { answerConsent, sessionCookieName } from '../helpers/oauth.ts';
 import { toolJson } from './helpers.ts';
 import { type Stack, startStack } from './stack.ts';
 
@@ -76,15 +77,30 @@ class CookieBrowserProvider implements OAuthClientProvider {
   codeVerifier() {
     return this.verifier;
   }
+  consentShown = false;
   async redirectToAuthorization(url: URL) {
     this.authorizationUrl = url;
+    const cookieName = sessionCookieName(url.origin);
     const res = await fetch(url, {
       redirect: 'manual',
-      headers: { cookie: `authjs.session-token=${this.sessionToken}` },
+      headers: { cookie: `${cookieName}=${this.sessionToken}` },
     });
-    const location = res.headers.get('location');
-    if (res.status !== 302 || !location)
-      throw new Error(`authorize answered ${res.status}: ${await res.text()}`);
+    let status = res.status;
+    let location = res.headers.get('location');
+    if (status === 200) {
+      // A newly registered client: the user approves it on the consent page.
+      this.consentShown = true;
+      const answer = await answerConsent({
+        url: url.href,
+        html: await res.text(),
+        sessionToken: this.sessionToken,
+        cookieName,
+        decision: 'approve',
+      });
+      status = answer.status;
+      location = answer.location?.href ?? null;
+    }
+    if (status !== 302 || !location) throw new Error(`authorize answered ${status}`);
     this.callback = new URL(location);
     // A real client checks the state it sent before using the code; so does this one.
     if (this.callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
@@ -131,6 +147,7 @@ it('discovers, registers, authorizes, exchanges and calls whoami through the gat
   });
   expect(auth.searchParams.get('scope')?.split(' ')).toContain('mcp:platform');
   expect(provider.callback!.searchParams.get('iss')).toBe(issuer);
+  expect(provider.consentShown).toBe(true);
 
   // 2. The client was "redirected back" with the code: the SDK exchanges it (PKCE) at the token endpoint.
   await first.finishAuth(provider.callback!.searchParams.get('code')!);
