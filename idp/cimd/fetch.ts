@@ -57,7 +57,9 @@ export function createMetadataFetcher(policy: FetchPolicy) {
   });
   const connect: buildConnector.connector = (opts, callback) => {
     const name = opts.hostname.replace(/^\[(.*)\]$/, '$1');
-    const { exempt } = hostPolicy(policy.allowedHosts, opts.hostname, String(opts.port ?? ''));
+    // As in a URL, the default port is written as none (a pattern without a port means the default one).
+    const port = String(opts.port ?? '') === '443' ? '' : String(opts.port ?? '');
+    const { exempt } = hostPolicy(policy.allowedHosts, opts.hostname, port);
     const addresses: Promise<ReadonlyArray<{ address: string }>> = isIP(name)
       ? Promise.resolve([{ address: name }])
       : resolve(name);

@@ -185,8 +185,12 @@ describe('polling the token endpoint', () => {
     const reg = await fetch(`${idp.issuer}/oauth/register`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ redirect_uris: ['http://127.0.0.1/callback'] }),
+      body: JSON.stringify({
+        redirect_uris: ['http://127.0.0.1/callback'],
+        grant_types: [GRANT, 'refresh_token'],
+      }),
     });
+    expect(reg.status).toBe(201);
     const { client_id } = (await reg.json()) as { client_id: string };
     const wrong = await poll(d.device_code, client_id);
     expect([wrong.status, wrong.json.error]).toEqual([400, 'invalid_grant']);
