@@ -222,6 +222,13 @@ describe('the verification page', () => {
     const bad = await page(`${idp.issuer}/oauth/device?user_code=AAAA-AAAA`, user.sessionToken);
     expect(bad.status).toBe(400);
     expect(bad.body).toContain('not a valid code');
+    const hostile = await page(
+      `${idp.issuer}/oauth/device?user_code=${encodeURIComponent('"><script>alert(1)</script>')}`,
+      user.sessionToken,
+    );
+    expect(hostile.status).toBe(400);
+    expect(hostile.body).not.toContain('<script>');
+    expect(hostile.body).toContain('&#34;&#62;&#60;script&#62;');
   });
 
   it('counts code lookups against the device rate limit (guessing codes is slow)', async () => {
