@@ -47,13 +47,24 @@ program
     process.exitCode = code;
   });
 
+program
+  .command('identity-key')
+  .description("print a tool server's TOOL_IDENTITY_KEY, derived from GATEWAY_IDENTITY_SECRET")
+  .argument('<service>', 'the service name, e.g. deals')
+  .action(async (service: string) => {
+    const { printIdentityKey } = await import('./identity-key.ts');
+    const { processIo } = await import('./client/io.ts');
+    process.exitCode = printIdentityKey(service, processEnv(), processIo);
+  });
+
 registerClientCommands(program);
 registerAdmin(program);
 
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof CommanderError) process.exit(err.exitCode);
+  // Commander reports every usage mistake (unknown command or option, missing argument) with 1; ours is 2.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 1 ? 2 : err.exitCode);
   if (err instanceof ConfigError) {
     process.stderr.write(`platform: configuration error: ${err.message}\n`);
     process.exit(2);

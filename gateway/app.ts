@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { signIdentity } from '../lib/identity.ts';
+import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
 import { bearerToken } from './auth/bearer.ts';
@@ -11,6 +11,7 @@ import type { GatewayConfig, ServiceConfig } from './config.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
+import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
@@ -21,10 +22,19 @@ export interface GatewayContext {
   verify: VerifyToken;
   revocation: RevocationCheck;
   upstreams: ReadonlyMap<string, Upstream>;
+  /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
+  bodies: BodyReader;
   log: Logger;
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+/** What a public route's answer needs from the request. */
+interface Exchange {
+  h: InboundHeaders;
+  requestId: string;
+  route: Route | undefined;
+}
 
 interface Route {
   service: ServiceConfig;
@@ -95,21 +105,30 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   const forwarding: ForwardContext = {
-    maxBodyBytes: config.maxBodyBytes,
     retryMs: config.upstreamRetryMs,
     log,
     fail: (req, res, requestId, service, err) =>
       sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
   };
+  const bodies = ctx.bodies;
 
-  function proxy(
-    req: IncomingMessage,
-    res: ServerResponse,
-    h: InboundHeaders,
-    requestId: string,
-    route: Route,
-  ): void {
-    forward(forwarding, req, res, route.upstream, h.forward, requestId, h.contentLength, h.chunked);
+  /** Public routes answered here: the body (if any) is read and dropped first, so the size limit holds here too. */
+  function answer(req: IncomingMessage, res: ServerResponse, x: Exchange, body: string): void {
+    bodies.read(req, x.h, (err) => {
+      if (err) fail(req, res, x.requestId, x.route, err);
+      else sendJsonBody(res, 200, body, ['x-request-id', x.requestId]);
+    });
+  }
+
+  /** The tool server's liveness: proxied without identity, its body bounded like any other. */
+  function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange, route: Route): void {
+    bodies.read(req, x.h, (err, body) => {
+      if (err) return fail(req, res, x.requestId, route, err);
+      x.h.forward.push('x-request-id', x.requestId);
+      const { upstream } = route;
+      const path = upstream.basePath + req.url;
+      forward(forwarding, req, res, { upstream, path, headers: x.h.forward, requestId: x.requestId, body });
+    });
   }
 
   /** Everything after signature verification, on every request, cached token or not. */
@@ -122,23 +141,34 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     t: VerifiedToken,
   ): void {
     checkAudience(config, route.service, t);
-    let status = revocation.check(t.jti, t.sub, t.iat);
-    // An Entra token's user, cut off by object id (its `sub` is pairwise): see VerifiedToken.oid.
-    if (status === 'ok' && t.oid !== '') status = revocation.check('', t.oid, t.iat);
+    // jti (lowercased), subject (and Entra object id) and forwarded-email cut-offs (revocation/mirror.ts).
+    const status = revocation.check(t);
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
-    const identity = signIdentity(config.identitySecret, {
-      email: t.email,
-      sub: t.sub,
-      issuer: t.kind,
-      scope: t.scope,
-      clientId: t.clientId,
-      jti: t.jti,
-      requestId,
+    // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
+    bodies.read(req, h, (err, body) => {
+      if (err) return fail(req, res, requestId, route, err);
+      const { upstream } = route;
+      const path = upstream.basePath + req.url;
+      const signed: SignedRequest = {
+        service: route.service.name,
+        method: req.method!,
+        path,
+        bodySha256: bodySha256(body),
+      };
+      const identity = signIdentity(route.service.identityKey, signed, {
+        email: t.email,
+        sub: t.sub,
+        issuer: t.kind,
+        scope: t.scope,
+        clientId: t.clientId,
+        jti: t.jti,
+        requestId,
+      });
+      for (const name in identity) h.forward.push(name, identity[name]!);
+      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body });
     });
-    for (const name in identity) h.forward.push(name, identity[name]!);
-    proxy(req, res, h, requestId, route);
   }
 
   function handle(req: IncomingMessage, res: ServerResponse): void {
@@ -157,7 +187,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       const readOnly = method === 'GET' || method === 'HEAD';
       if (path === '/health') {
         if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        sendJsonBody(res, 200, HEALTH_BODY, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, HEALTH_BODY);
         return;
       }
       if (path.startsWith(`${METADATA_PATH}/`)) {
@@ -166,7 +196,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         if (!route) throw new NotFoundError('no protected resource at this path');
         route.checkHost(h.host);
         if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, route.metadata);
         return;
       }
       const end = path.indexOf('/', 1);
@@ -178,12 +208,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       }
       const rest = end < 0 ? '' : path.slice(end);
       if (readOnly && rest === METADATA_PATH) {
-        sendJsonBody(res, 200, route.metadata, ['x-request-id', requestId]);
+        answer(req, res, { h, requestId, route }, route.metadata);
         return;
       }
       if (readOnly && rest === '/health') {
-        h.forward.push('x-request-id', requestId);
-        proxy(req, res, h, requestId, route);
+        proxyHealth(req, res, { h, requestId, route }, route);
         return;
       }
       checkOrigin(route.service, h.origin);

@@ -10,9 +10,11 @@ import {
   redisUrl,
   requiredString,
 } from '../lib/config.ts';
+import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.ts';
+import { isServiceName } from '../lib/service-name.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
-// ones CONTRACT.md § Gateway names, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
+// ones README § Gateway names, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
 
 /** A `Host` header pattern: `name` exactly, or `name:*` for the name with any (or no) port. */
 export interface HostPattern {
@@ -34,6 +36,8 @@ export interface ServiceConfig {
   allowedOrigins: ReadonlySet<string>;
   /** HS256 secret for the service's own tokens; undefined: that path is off. */
   sharedSecret: Buffer | undefined;
+  /** The key the identity headers for this service are signed with (derived from GATEWAY_IDENTITY_SECRET). */
+  identityKey: string;
   /** `mcp:<service>`: the platform scope this service requires. */
   platformScope: string;
   /** `{base_url}/<service>/.well-known/oauth-protected-resource` (the WWW-Authenticate resource_metadata). */
@@ -70,7 +74,10 @@ export interface GatewayConfig {
   /** Minimum interval between forced JWKS refetches (unknown kid) per issuer. */
   jwksCooldownMs: number;
   tokenCacheSize: number;
+  /** GATEWAY_MAX_BODY_BYTES: every request body is read whole up to this (413 beyond). */
   maxBodyBytes: number;
+  /** GATEWAY_BODY_TIMEOUT_MS: a body not read whole by then gets 408. */
+  bodyTimeoutMs: number;
   maxHeaderBytes: number;
   upstreamHeadersTimeoutMs: number;
   /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
@@ -78,8 +85,6 @@ export interface GatewayConfig {
   shutdownGraceMs: number;
 }
 
-// Same rule as the IdP's PLATFORM_SERVICES: the name becomes a path segment and an environment prefix.
-const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9.-]{0,253}$/;
 const HOST_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\*|\d{1,5}))?$/;
@@ -126,7 +131,7 @@ function origin(name: string, value: string): string {
   return u.origin;
 }
 
-function loadService(env: Env, name: string, base: URL): ServiceConfig {
+function loadService(env: Env, name: string, base: URL, identitySecret: string): ServiceConfig {
   const P = envPrefix(name);
   const upstreamVar = `${P}_MCP_UPSTREAM`;
   const upstream = httpUrl(env, upstreamVar, requiredString(env, upstreamVar))!;
@@ -164,6 +169,7 @@ function loadService(env: Env, name: string, base: URL): ServiceConfig {
     allowedHosts: Object.freeze(hosts),
     allowedOrigins: new Set(origins),
     sharedSecret: secret === undefined ? undefined : Buffer.from(secret),
+    identityKey: deriveIdentityKey(identitySecret, name),
     platformScope: `mcp:${name}`,
     resourceMetadataUrl: `${prefix}/.well-known/oauth-protected-resource`,
   });
@@ -214,22 +220,25 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     throw new ConfigError('GATEWAY_SERVICES', 'is required (comma-separated service names)');
   const seen = new Set<string>();
   for (const n of names) {
-    if (!SERVICE_NAME.test(n))
+    if (!isServiceName(n))
       throw new ConfigError('GATEWAY_SERVICES', `"${n}" is not a service name ([a-z][a-z0-9-]*)`);
     if (n === 'health' || n === '.well-known')
       throw new ConfigError('GATEWAY_SERVICES', `"${n}" is a reserved path`);
     if (seen.has(n)) throw new ConfigError('GATEWAY_SERVICES', `"${n}" is listed twice`);
     seen.add(n);
   }
-  const services = names.map((n) => loadService(env, n, base));
+  const identitySecret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
+  // Every service key is derived from it: a short secret would make all of them guessable offline.
+  if (identitySecret.length < MIN_IDENTITY_SECRET_LENGTH) {
+    throw new ConfigError(
+      'GATEWAY_IDENTITY_SECRET',
+      `must be at least ${MIN_IDENTITY_SECRET_LENGTH} characters (openssl rand -base64 48)`,
+    );
+  }
+  const services = names.map((n) => loadService(env, n, base, identitySecret));
   const redis = redisUrl(env);
   if (opts.redisRequired !== false && redis === undefined) {
     throw new ConfigError('REDIS_URL', 'is required (JWKS cache, denylist and revocation channel)');
-  }
-  const identitySecret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
-  // The tool servers accept 16 characters and up (the same key on both sides); a shorter key is refused here too.
-  if (identitySecret.length < 16) {
-    throw new ConfigError('GATEWAY_IDENTITY_SECRET', 'must be at least 16 characters');
   }
   const platform = loadPlatform(env);
   const entra = loadEntra(env);
@@ -250,10 +259,9 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     revocationMode: oneOf(env, 'GATEWAY_REVOCATION_MODE', ['fail-open', 'fail-closed'] as const, 'fail-open'),
     jwksCooldownMs: number(env, 'GATEWAY_JWKS_COOLDOWN_SECONDS', 30, { min: 0, max: 3600 }) * 1000,
     tokenCacheSize: integer(env, 'GATEWAY_TOKEN_CACHE_SIZE', 10_000, { min: 0, max: 1_000_000 }),
-    maxBodyBytes: integer(env, 'GATEWAY_MAX_BODY_BYTES', 4 * 1024 * 1024, {
-      min: 1024,
-      max: 1024 * 1024 * 1024,
-    }),
+    // Bodies are held in memory whole (to hash them into the identity signature): the bound keeps that cheap.
+    maxBodyBytes: integer(env, 'GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
+    bodyTimeoutMs: integer(env, 'GATEWAY_BODY_TIMEOUT_MS', 10_000, { min: 100, max: 600_000 }),
     maxHeaderBytes: integer(env, 'GATEWAY_MAX_HEADER_BYTES', 16 * 1024, { min: 4096, max: 256 * 1024 }),
     upstreamHeadersTimeoutMs:
       number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,

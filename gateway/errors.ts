@@ -67,9 +67,19 @@ export class PayloadTooLargeError extends GatewayError {
   }
 }
 
-/** 503 instead of a bare 502: the tool server did not answer (CONTRACT.md § Gateway). */
+/** 503 instead of a bare 502: the tool server did not answer (docs/gateway.md § Errors). */
 export class UpstreamUnavailableError extends GatewayError {
   readonly status = 503;
   readonly code = 'UPSTREAM_UNAVAILABLE';
   override readonly name = 'UpstreamUnavailableError';
+}
+
+/** 408: the request body did not arrive whole within GATEWAY_BODY_TIMEOUT_MS (a slow or stalled sender). */
+export class BodyTimeoutError extends GatewayError {
+  readonly status = 408;
+  readonly code = 'REQUEST_TIMEOUT';
+  override readonly name = 'BodyTimeoutError';
+  constructor(timeoutMs: number) {
+    super('body_timeout', `request body did not arrive within ${timeoutMs} ms`);
+  }
 }

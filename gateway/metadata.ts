@@ -2,7 +2,7 @@ import { ENTRA_SCOPE } from './auth/access.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
 
 /**
- * RFC 9728 protected-resource metadata of one service (CONTRACT.md § Gateway): the platform issuer first when
+ * RFC 9728 protected-resource metadata of one service (docs/gateway.md): the platform issuer first when
  * trusted, then the Entra v2 issuer when the service accepts Entra tokens; the scopes each issues for it.
  */
 export function protectedResourceMetadata(config: GatewayConfig, service: ServiceConfig): string {

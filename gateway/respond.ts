@@ -62,8 +62,8 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
     }
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
     if (status === 503) headers.push('retry-after', '2');
-    // The unread remainder of a refused body is not worth draining over a keep-alive connection.
-    if (status === 413) headers.push('connection', 'close');
+    // The unread remainder of a refused or stalled body is not worth draining over a keep-alive connection.
+    if (status === 413 || status === 408) headers.push('connection', 'close');
     x.log.warn(
       { reqId: x.requestId, method: x.method, path: x.path, service: x.service?.name, status, code, reason },
       message,

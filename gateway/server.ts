@@ -10,6 +10,7 @@ import type { GatewayConfig } from './config.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
 import { memoryRevocationCheck, type RevocationCheck, RevocationMirror } from './revocation/mirror.ts';
@@ -88,7 +89,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const upstreams = new Map<string, Upstream>(
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
-  const handler = createGatewayHandler({ config, verify, revocation, upstreams, log });
+  const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
+  const handler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,
@@ -102,6 +104,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
 
   const release = async () => {
     sync?.stop();
+    bodies.close();
     await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
     await redis?.close();
     await http.close();

@@ -28,14 +28,14 @@ export interface IdpContext {
   sessions: SessionStore;
   /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
   revocations: RevocationPublisher;
-  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
-  csrfKey: Buffer;
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;
   rateLimiter: RateLimiter;
   /** For stores the admin API builds over the provider's tables. */
   pool: Pool;
+  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
+  csrfKey: Buffer;
 }
 
 export interface Exchange {

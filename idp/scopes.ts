@@ -4,6 +4,22 @@ export const IDENTITY_SCOPES = ['openid', 'profile', 'email'] as const;
 /** The admin API's scope: granted only when asked for, and only to PLATFORM_ADMIN_EMAILS. */
 export const ADMIN_SCOPE = 'platform:admin';
 
+/**
+ * The clients that may hold `platform:admin`: the first-party command-line client, which the user runs
+ * themselves and which needs no consent. A third-party client never gets it, even for an admin who asked
+ * through it: the consent page approves services, and approving a connector for mail must not hand it
+ * the administration of the platform (nor may a silent `prompt=none` request add it later).
+ */
+export const ADMIN_CLIENTS: ReadonlySet<string> = new Set(['platform-cli']);
+
+/** Whether a token for this user, issued to this client, may carry `platform:admin`. */
+export function mayHoldAdminScope(
+  config: { adminEmails: ReadonlySet<string> },
+  who: { email: string; clientId: string },
+): boolean {
+  return ADMIN_CLIENTS.has(who.clientId) && config.adminEmails.has(who.email.trim().toLowerCase());
+}
+
 export const serviceScope = (service: string) => `mcp:${service}`;
 
 export function supportedScopes(services: readonly string[]): string[] {
@@ -19,7 +35,7 @@ export interface GrantScopeOptions {
   requested: string[];
   services: readonly string[];
   entitled: ReadonlySet<string>;
-  /** Whether the user's email is in PLATFORM_ADMIN_EMAILS. */
+  /** Whether `platform:admin` may be granted (mayHoldAdminScope: an admin, through a first-party client). */
   isAdmin: boolean;
 }
 

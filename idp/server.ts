@@ -119,7 +119,6 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       }),
       sessions: createSessionStore(pool, config.authjs),
       revocations: publisher,
-      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
       revocation,
       adminAudit: createAdminAuditStore(pool),
       rateLimiter: createRateLimiter({
@@ -129,6 +128,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         redis,
       }),
       pool,
+      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
     };
     if (redis) {
       // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).

@@ -1,6 +1,11 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 
-// CONTRACT.md § Identity headers: the gateway vouches for the caller to the tool servers with these.
+// The gateway vouches for the caller to a tool server with these headers (docs/security.md, docs/gateway.md).
+// Signature v2: `x-platform-identity: t=<unix s>,v2=<hex HMAC-SHA256>` over the newline-joined lines
+//   v2, t, service, METHOD, path-with-query, hex SHA-256 of the body, email, sub, issuer, scope, client id, jti,
+//   request id
+// keyed by the service's own identity key (deriveIdentityKey). A header set is therefore worth nothing for
+// another service, method, path or body, and a tool server holds only its own key, never the gateway's secret.
 export const IDENTITY_HEADERS = {
   email: 'x-platform-user-email',
   sub: 'x-platform-user-sub',
@@ -24,19 +29,54 @@ export interface Identity {
   requestId: string;
 }
 
-export const IDENTITY_MAX_AGE_SECONDS = 60;
+/** The request a signature is bound to, exactly as the tool server receives it. */
+export interface SignedRequest {
+  service: string;
+  /** Upper case, as on the request line. */
+  method: string;
+  /** The request target: path and query, as sent to the tool server. */
+  path: string;
+  /** Hex SHA-256 of the raw body (bodySha256). */
+  bodySha256: string;
+}
 
-function mac(secret: string | Buffer, t: number, id: Identity): string {
+export const IDENTITY_MAX_AGE_SECONDS = 60;
+/** `GATEWAY_IDENTITY_SECRET`: every service key is derived from it, so it must resist offline guessing. */
+export const MIN_IDENTITY_SECRET_LENGTH = 32;
+const KEY_CONTEXT = 'platform-identity-v2:';
+/** A service key is 32 bytes written as 64 lower-case hex characters, used as is (its UTF-8 bytes). */
+export const IDENTITY_KEY_PATTERN = /^[0-9a-f]{64}$/;
+
+/** The service's identity key: hex(HMAC-SHA256(secret, "platform-identity-v2:" + service)). */
+export function deriveIdentityKey(secret: string, service: string): string {
+  if (secret.length < MIN_IDENTITY_SECRET_LENGTH) {
+    throw new TypeError(`the identity secret must be at least ${MIN_IDENTITY_SECRET_LENGTH} characters`);
+  }
   return createHmac('sha256', secret)
+    .update(KEY_CONTEXT + service)
+    .digest('hex');
+}
+
+export const EMPTY_BODY_SHA256 = createHash('sha256').digest('hex');
+
+/** Hex SHA-256 of a raw request body (an empty body hashes the empty string). */
+export function bodySha256(body: Uint8Array | null | undefined): string {
+  if (!body || body.length === 0) return EMPTY_BODY_SHA256;
+  return createHash('sha256').update(body).digest('hex');
+}
+
+function mac(key: string, t: number, r: SignedRequest, id: Identity): string {
+  return createHmac('sha256', key)
     .update(
-      `${t}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`,
+      `v2\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`,
     )
     .digest('hex');
 }
 
-/** The headers the gateway adds; values are exactly the signed strings. */
+/** The headers the gateway adds, keyed by the service's identity key; values are exactly the signed strings. */
 export function signIdentity(
-  secret: string | Buffer,
+  key: string,
+  request: SignedRequest,
   id: Identity,
   now = Math.floor(Date.now() / 1000),
 ): Record<string, string> {
@@ -48,7 +88,7 @@ export function signIdentity(
     [IDENTITY_HEADERS.clientId]: id.clientId,
     [IDENTITY_HEADERS.jti]: id.jti,
     [IDENTITY_HEADERS.requestId]: id.requestId,
-    [IDENTITY_HEADERS.signature]: `t=${now},v1=${mac(secret, now, id)}`,
+    [IDENTITY_HEADERS.signature]: `t=${now},v2=${mac(key, now, request, id)}`,
   };
 }
 
@@ -67,16 +107,20 @@ function one(headers: HeaderBag, name: string): string {
   return v ?? '';
 }
 
-/** Verifies the gateway's signature (missing, wrong or older than 60 s → IdentityError). */
+/**
+ * Checks the gateway's signature for this request with this service's key: missing, malformed, made for another
+ * service, method, path or body, or more than 60 s from now → IdentityError.
+ */
 export function verifyIdentity(
-  secret: string | Buffer,
+  key: string,
+  request: SignedRequest,
   headers: HeaderBag,
   now = Math.floor(Date.now() / 1000),
 ): Identity {
   const sig = one(headers, IDENTITY_HEADERS.signature);
   if (!sig) throw new IdentityError('identity signature missing');
-  const m = /^t=(\d{1,12}),v1=([0-9a-f]{64})$/.exec(sig);
-  if (!m) throw new IdentityError('identity signature malformed');
+  const m = /^t=(\d{1,12}),v2=([0-9a-f]{64})$/.exec(sig);
+  if (!m) throw new IdentityError('identity signature malformed (expected t=<unix seconds>,v2=<hex>)');
   const t = Number(m[1]);
   if (Math.abs(now - t) > IDENTITY_MAX_AGE_SECONDS) throw new IdentityError('identity signature expired');
   const issuer = one(headers, IDENTITY_HEADERS.issuer);
@@ -89,9 +133,9 @@ export function verifyIdentity(
     jti: one(headers, IDENTITY_HEADERS.jti),
     requestId: one(headers, IDENTITY_HEADERS.requestId),
   };
-  const expected = Buffer.from(mac(secret, t, id), 'hex');
+  const expected = Buffer.from(mac(key, t, request, id), 'hex');
   if (!timingSafeEqual(expected, Buffer.from(m[2]!, 'hex')))
-    throw new IdentityError('identity signature invalid');
+    throw new IdentityError('identity signature invalid for this service, method, path and body');
   if (issuer !== 'platform' && issuer !== 'entra' && issuer !== 'service') {
     throw new IdentityError('identity issuer kind unknown');
   }

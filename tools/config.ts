@@ -9,6 +9,7 @@ import {
   port,
   requiredString,
 } from '../lib/config.ts';
+import { IDENTITY_KEY_PATTERN } from '../lib/identity.ts';
 
 export const TOOL_SERVICES = ['platform', 'mail', 'deals'] as const;
 export type ToolServiceName = (typeof TOOL_SERVICES)[number];
@@ -27,7 +28,8 @@ export interface ToolServerConfig {
   service: ToolServiceName;
   port: number;
   databaseUrl: string;
-  identitySecret: string;
+  /** This service's identity key (TOOL_IDENTITY_KEY), never the gateway's master secret. */
+  identityKey: string;
   /** Lowercased; who may use `as_user_email`. */
   adminEmails: readonly string[];
   /** The web application's Auth.js users table, read for USER_NOT_PROVISIONED. */
@@ -45,8 +47,6 @@ export interface ToolServerConfig {
 
 // Same bound the IdP uses for its table settings: a plain identifier, optionally schema-qualified.
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
-// An HMAC key shorter than this is guessable offline from one captured request.
-const MIN_SECRET_LENGTH = 16;
 
 export function isToolService(name: string): name is ToolServiceName {
   return (TOOL_SERVICES as readonly string[]).includes(name);
@@ -101,7 +101,7 @@ function origins(env: Env, name: string): string[] {
   return out.map((o) => o.replace(/\/$/, ''));
 }
 
-/** `platform tool <name>`'s settings (CONTRACT.md § Tool servers, plus the Graph settings in docs/tools.md). */
+/** `platform tool <name>`'s settings (README § Tool servers, plus the Graph settings in docs/tools.md). */
 export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   if (!isToolService(name)) {
     throw new ConfigError(
@@ -112,9 +112,19 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   const prefix = name.toUpperCase();
   // First: a SQLite path or any non-PostgreSQL URL is the failure the spec's diagnostics table names.
   const dbUrl = databaseUrl(env);
-  const secret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
-  if (secret.length < MIN_SECRET_LENGTH) {
-    throw new ConfigError('GATEWAY_IDENTITY_SECRET', `must be at least ${MIN_SECRET_LENGTH} characters`);
+  const identityKey = requiredString(env, 'TOOL_IDENTITY_KEY');
+  if (!IDENTITY_KEY_PATTERN.test(identityKey)) {
+    throw new ConfigError(
+      'TOOL_IDENTITY_KEY',
+      `must be the 64-character hex key printed by \`platform identity-key ${name}\``,
+    );
+  }
+  // The master secret would let this server (or whoever takes it over) sign for every other service.
+  if (optionalString(env, 'GATEWAY_IDENTITY_SECRET') !== undefined) {
+    throw new ConfigError(
+      'GATEWAY_IDENTITY_SECRET',
+      'must not be given to a tool server; give it TOOL_IDENTITY_KEY (`platform identity-key <service>`)',
+    );
   }
   const usersTable = optionalString(env, 'PLATFORM_AUTHJS_USERS_TABLE') ?? 'users';
   if (!TABLE_NAME.test(usersTable)) {
@@ -127,7 +137,7 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     service: name,
     port: port(env, `${prefix}_MCP_PORT`, 3000),
     databaseUrl: dbUrl,
-    identitySecret: secret,
+    identityKey,
     adminEmails: Object.freeze(csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase())),
     usersTable,
     usersCacheMs: 5_000,

@@ -75,7 +75,7 @@ export async function startToolServer(
     const handler = createToolHandler(
       {
         service: name,
-        identitySecret: config.identitySecret,
+        identityKey: config.identityKey,
         hostGuard: createHostGuard(config.allowedHosts, config.allowedOrigins),
         provisioning: createProvisioningCheck(pool, {
           usersTable: config.usersTable,

@@ -6,6 +6,7 @@ import type { KeyObject } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
+import { deriveIdentityKey, EMPTY_BODY_SHA256 } from '../../lib/identity.ts';
 import { PIN } from './processes.ts';
 import { AUDIENCE, SERVICE } from './shape.ts';
 
@@ -42,10 +43,14 @@ export interface HaproxySetup {
  *   `jwt_verify` against the issuer's key (HAProxy has no verified-token cache) and `Authorization` removed;
  *   nothing else — no claim checks, no identity headers.
  * - `gateway`: the gateway's job on this shape: the above, plus `iss`, `aud`, `exp`/`iat` with 60 s leeway and
- *   the `mcp:<service>` scope checked, inbound `x-platform-*` removed, the eight identity headers added with
- *   the contract's HMAC-SHA256 over `t\nemail\nsub\nissuer\nscope\nclient-id\njti\nrequest-id`, a request
- *   id on the request and the response. Still without the revocation lookups (they would need Lua and a
- *   Redis client) and the routing and guards of a multi-service gateway.
+ *   the `mcp:<service>` scope checked, inbound `x-platform-*` removed, the body buffered whole
+ *   (`option http-buffer-request`) and hashed (`req.body,sha2(256)`), the eight identity headers added with
+ *   signature v2 — HMAC-SHA256 keyed by the service's own key over
+ *   `v2\nt\nservice\nMETHOD\npath-with-query\nbody-sha256\nemail\nsub\nissuer\nscope\nclient-id\njti\nrequest-id`
+ *   (lib/identity.ts) — and a request id on the request and the response. Still without the revocation lookups
+ *   (they would need Lua and a Redis client), the routing and guards of a multi-service gateway, and the body
+ *   limit and timeout (HAProxy hashes what fits its buffer, tune.bufsize, 16 KiB: enough for this shape's body).
+ *   The service key is derived once here, as the gateway derives it once at start-up.
  */
 export type HaproxyJob = 'rs256' | 'gateway';
 
@@ -55,12 +60,14 @@ export function haproxyConfig(s: HaproxySetup, pemPath: string, job: HaproxyJob)
   http-request deny deny_status 401 unless { var(txn.alg) -m str RS256 }
   http-request deny deny_status 401 unless { var(txn.bearer),jwt_verify(txn.alg,"${pemPath}") -m int 1 }
 `;
-  const key = Buffer.from(s.identitySecret).toString('base64');
+  // HAProxy takes the HMAC key base64-encoded; the key is the 64-character hex string's own bytes.
+  const key = Buffer.from(deriveIdentityKey(s.identitySecret, SERVICE)).toString('base64');
   const rules =
     job === 'rs256'
       ? `${verify}  http-request del-header authorization
 `
-      : `  unique-id-format %[uuid()]
+      : `  option http-buffer-request
+  unique-id-format %[uuid()]
   http-request del-header x-platform- -m beg
 ${verify}  http-request set-var(txn.now) date()
   http-request set-var(txn.exp) var(txn.bearer),jwt_payload_query('$.exp','int')
@@ -75,7 +82,9 @@ ${verify}  http-request set-var(txn.now) date()
   http-request set-var(txn.sub) var(txn.bearer),jwt_payload_query('$.sub')
   http-request set-var(txn.cid) var(txn.bearer),jwt_payload_query('$.client_id')
   http-request set-var(txn.jti) var(txn.bearer),jwt_payload_query('$.jti')
-  http-request set-var-fmt(txn.msg) "%[var(txn.now)]\\n%[var(txn.email)]\\n%[var(txn.sub)]\\nplatform\\n%[var(txn.scope)]\\n%[var(txn.cid)]\\n%[var(txn.jti)]\\n%[unique-id]"
+  http-request set-var(txn.bodyhash) req.body,sha2(256),hex,lower
+  http-request set-var(txn.bodyhash) str(${EMPTY_BODY_SHA256}) unless { var(txn.bodyhash) -m found }
+  http-request set-var-fmt(txn.msg) "v2\\n%[var(txn.now)]\\n${SERVICE}\\n%[method]\\n%[pathq]\\n%[var(txn.bodyhash)]\\n%[var(txn.email)]\\n%[var(txn.sub)]\\nplatform\\n%[var(txn.scope)]\\n%[var(txn.cid)]\\n%[var(txn.jti)]\\n%[unique-id]"
   http-request del-header authorization
   http-request set-header x-platform-user-email %[var(txn.email)]
   http-request set-header x-platform-user-sub %[var(txn.sub)]
@@ -84,7 +93,7 @@ ${verify}  http-request set-var(txn.now) date()
   http-request set-header x-platform-client-id %[var(txn.cid)]
   http-request set-header x-platform-jti %[var(txn.jti)]
   http-request set-header x-request-id %[unique-id]
-  http-request set-header x-platform-identity t=%[var(txn.now)],v1=%[var(txn.msg),hmac(sha256,${key}),hex,lower]
+  http-request set-header x-platform-identity t=%[var(txn.now)],v2=%[var(txn.msg),hmac(sha256,${key}),hex,lower]
   http-response set-header x-request-id %[unique-id]
 `;
   return `global

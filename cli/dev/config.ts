@@ -11,6 +11,7 @@ import {
   port,
   redisUrl,
 } from '../../lib/config.ts';
+import { deriveIdentityKey } from '../../lib/identity.ts';
 import {
   loadToolConfig,
   TOOL_SERVICES,
@@ -110,7 +111,10 @@ export function devIdpConfig(
   );
 }
 
-/** One tool server's configuration for dev, keyed by the per-run identity secret shared with the gateway. */
+/**
+ * One tool server's configuration for dev: its own identity key, derived from the per-run secret the gateway
+ * holds (the tool server never gets the secret itself, as in a deployment).
+ */
 export function devToolConfig(
   dev: DevConfig,
   name: ToolServiceName,
@@ -120,7 +124,8 @@ export function devToolConfig(
     ...dev.env,
     [`${name.toUpperCase()}_MCP_PORT`]: String(dev.toolPorts[name]),
     DATABASE_URL: runtime.databaseUrl,
-    GATEWAY_IDENTITY_SECRET: runtime.identitySecret,
+    GATEWAY_IDENTITY_SECRET: undefined,
+    TOOL_IDENTITY_KEY: deriveIdentityKey(runtime.identitySecret, name),
   });
 }
 

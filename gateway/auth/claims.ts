@@ -4,9 +4,23 @@ import type { JsonObject } from './jws.ts';
 /** resource-server-contract.md § Bearer validation: 60 s leeway on exp, nbf and iat. */
 export const LEEWAY_SECONDS = 60;
 
-// Claim values the gateway copies into the signed identity headers: printable ASCII only, so nothing can
-// break the header syntax or shift the newline-separated fields of the HMAC input (lib/identity.ts).
-const HEADER_SAFE = /^[\x20-\x7E]*$/;
+// Claim values the gateway copies into the signed identity headers. A control character could break the header
+// or shift the newline-separated lines of the signed message (lib/identity.ts); white space at an end would be
+// lost or kept differently by each HTTP stack on the way, and makes `admin@x` and `admin@x ` two identities.
+// Outside printable ASCII a value cannot travel in a header byte for byte. All three: INVALID_TOKEN
+// `malformed_claim` (docs/gateway.md § Claims forwarded).
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the rule is exactly about control characters
+const CONTROL = /[\x00-\x1F\x7F-\x9F]/;
+const PRINTABLE_ASCII = /^[\x20-\x7E]*$/;
+
+/** Throws INVALID_TOKEN `malformed_claim` unless `v` can be forwarded in an identity header as it is. */
+function checkForwardable(name: string, v: string): void {
+  let problem: string | undefined;
+  if (CONTROL.test(v)) problem = 'contains a control character';
+  else if (v !== v.trim()) problem = 'has leading or trailing white space';
+  else if (!PRINTABLE_ASCII.test(v)) problem = 'has characters outside printable ASCII';
+  if (problem) throw new InvalidTokenError('malformed_claim', `token ${name} claim ${problem}`);
+}
 
 export interface RegisteredClaims {
   iss: string;
@@ -39,8 +53,7 @@ export function checkRegisteredClaims(payload: JsonObject, now: number): Registe
   if (typeof iss !== 'string') throw new InvalidTokenError('missing_claim', 'token has no iss claim');
   if (typeof sub !== 'string' || sub === '')
     throw new InvalidTokenError('missing_claim', 'token has no sub claim');
-  if (!HEADER_SAFE.test(sub))
-    throw new InvalidTokenError('invalid_claim', 'token sub claim has characters outside printable ASCII');
+  checkForwardable('sub', sub);
   let audience: string[];
   if (typeof aud === 'string') audience = [aud];
   else if (Array.isArray(aud) && aud.length > 0 && aud.every((a) => typeof a === 'string'))
@@ -55,22 +68,59 @@ export function checkRegisteredClaims(payload: JsonObject, now: number): Registe
   return { iss, sub, aud: audience, exp, iat };
 }
 
-/** First present of `email`, `preferred_username`, `upn`; trimmed and lowercased (the spec's rule). */
+/** A non-empty string claim, trimmed; undefined when absent, empty or not a string. */
+function trimmedString(payload: JsonObject, name: string): string | undefined {
+  const v = payload[name];
+  return typeof v === 'string' && v.trim() !== '' ? v.trim() : undefined;
+}
+
+/** The email as forwarded: trimmed and lowercased (the spec's rule), with no control characters. */
+function forwardedEmail(name: string, v: string): string {
+  const email = v.toLowerCase();
+  checkForwardable(name, email);
+  return email;
+}
+
+/** Platform and service tokens: first present of `email`, `preferred_username`, `upn`. */
 export function emailOf(payload: JsonObject): string {
   for (const name of ['email', 'preferred_username', 'upn'] as const) {
-    const v = payload[name];
-    if (typeof v === 'string' && v.trim() !== '') {
-      const email = v.trim().toLowerCase();
-      if (!HEADER_SAFE.test(email)) {
-        throw new InvalidTokenError(
-          'invalid_claim',
-          `token ${name} claim has characters outside printable ASCII`,
-        );
-      }
-      return email;
-    }
+    const v = trimmedString(payload, name);
+    if (v !== undefined) return forwardedEmail(name, v);
   }
   throw new InvalidTokenError('missing_email', 'token has no email, preferred_username or upn claim');
+}
+
+/**
+ * Entra tokens: the `email` claim is whatever the user's directory entry says, and in many tenants (guests,
+ * unverified domains) anyone can set it — to an admin's address, say. It counts only when confirmed: equal,
+ * case-insensitively, to `preferred_username` or `upn` (which Entra controls), or with the optional claim
+ * `xms_edov` (email domain owner verified) true. Otherwise the forwarded email is the first present of
+ * `preferred_username`, `upn`. Tool servers grant admin rights by this email (docs/security.md).
+ */
+export function entraEmailOf(payload: JsonObject): string {
+  const email = trimmedString(payload, 'email');
+  const preferred = trimmedString(payload, 'preferred_username');
+  const upn = trimmedString(payload, 'upn');
+  if (email !== undefined) {
+    const lower = email.toLowerCase();
+    const edov = payload.xms_edov;
+    if (
+      lower === preferred?.toLowerCase() ||
+      lower === upn?.toLowerCase() ||
+      edov === true ||
+      edov === 'true'
+    ) {
+      return forwardedEmail('email', email);
+    }
+  }
+  if (preferred !== undefined) return forwardedEmail('preferred_username', preferred);
+  if (upn !== undefined) return forwardedEmail('upn', upn);
+  throw new InvalidTokenError(
+    'missing_email',
+    email === undefined
+      ? 'token has no email, preferred_username or upn claim'
+      : 'token email claim is not confirmed (no matching preferred_username or upn, no xms_edov) and there is no preferred_username or upn',
+  );
 }
 
 /** An optional string claim copied into an identity header ('' when absent). */
@@ -78,9 +128,9 @@ export function headerClaim(payload: JsonObject, ...names: string[]): string {
   for (const name of names) {
     const v = payload[name];
     if (v === undefined) continue;
-    if (typeof v !== 'string' || !HEADER_SAFE.test(v)) {
-      throw new InvalidTokenError('invalid_claim', `token ${name} claim is not a printable ASCII string`);
-    }
+    if (typeof v !== 'string')
+      throw new InvalidTokenError('invalid_claim', `token ${name} claim is not a string`);
+    checkForwardable(name, v);
     return v;
   }
   return '';

@@ -5,7 +5,10 @@ export interface VerifiedToken {
   kind: IssuerKind;
   iss: string;
   sub: string;
-  /** Trimmed, lowercased (first of email, preferred_username, upn). */
+  /**
+   * The forwarded email, trimmed and lowercased: first of email, preferred_username, upn — for Entra, `email` only
+   * when confirmed (auth/claims.ts entraEmailOf).
+   */
   email: string;
   aud: readonly string[];
   /** The space-separated scope as the token states it (`scope`, or `scp` for Entra). */

@@ -1,6 +1,6 @@
 import type { EntraTrust, PlatformTrust, ServiceConfig } from '../config.ts';
 import type { KeySet } from '../jwks/key-set.ts';
-import { checkRegisteredClaims, emailOf, headerClaim } from './claims.ts';
+import { checkRegisteredClaims, emailOf, entraEmailOf, headerClaim } from './claims.ts';
 import { InvalidTokenError, KeysUnavailableError } from './errors.ts';
 import { checkHeader, type DecodedJws, decodeJws, verifyHs256, verifyRs256 } from './jws.ts';
 import type { TokenCache } from './token-cache.ts';
@@ -54,7 +54,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
     const { header, payload } = jws;
     const iss = payload.iss;
     if (typeof iss !== 'string') throw new InvalidTokenError('missing_claim', 'token has no iss claim');
-    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'email'>;
+    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat'>;
     if (platform && iss === platform.trust.issuer) {
       await withKeySet(jws, platform.keys);
       const scope = headerClaim(payload, 'scope');
@@ -65,6 +65,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         clientId: headerClaim(payload, 'client_id', 'azp'),
         jti: headerClaim(payload, 'jti'),
         oid: '',
+        email: emailOf(payload),
       };
     } else if (
       entra &&
@@ -86,9 +87,10 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         scopes: splitScope(scope),
         // v2 tokens name the client in `azp`, v1 tokens in `appid`.
         clientId: headerClaim(payload, 'azp', 'appid'),
-        // Entra's token id is `uti` (CONTRACT.md § Gateway).
+        // Entra's token id is `uti` (docs/gateway.md § Bearer validation).
         jti: headerClaim(payload, 'uti'),
         oid: headerClaim(payload, 'oid'),
+        email: entraEmailOf(payload),
       };
     } else if (service.sharedSecret !== undefined && iss === service.name) {
       checkHeader(header, 'HS256');
@@ -102,6 +104,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
         clientId: headerClaim(payload, 'client_id', 'azp'),
         jti: headerClaim(payload, 'jti'),
         oid: '',
+        email: emailOf(payload),
       };
     } else {
       throw new InvalidTokenError(
@@ -110,7 +113,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
       );
     }
     const claims = checkRegisteredClaims(payload, now);
-    const result: VerifiedToken = { ...verified, ...claims, email: emailOf(payload) };
+    const result: VerifiedToken = { ...verified, ...claims };
     cache.set(token, result, now);
     return result;
   }

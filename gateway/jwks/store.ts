@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { jwksKey } from '../../lib/revocation.ts';
 
-/** CONTRACT.md § Redis keys: `platform:jwks:<issuer>` holds the JWKS JSON for an hour. */
+/** The shared Redis keys (README): `platform:jwks:<issuer>` holds the JWKS JSON for an hour. */
 export const JWKS_TTL_SECONDS = 3600;
 
 /** Where gateway replicas share fetched key sets. Failures read as "nothing there": Redis is an optimisation. */

@@ -1,9 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Readable } from 'node:stream';
 import { type Dispatcher, Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
-import { type GatewayError, PayloadTooLargeError, UpstreamUnavailableError } from '../errors.ts';
+import { type GatewayError, UpstreamUnavailableError } from '../errors.ts';
 import { responseHeaders } from './headers.ts';
 
 /** One tool server: a keep-alive connection pool and the path its base URL carries. */
@@ -26,7 +25,7 @@ export function createUpstream(config: GatewayConfig, service: ServiceConfig): U
   return { service, pool, basePath: service.upstreamBasePath };
 }
 
-/** Errors that mean "nothing reached the tool server": safe to retry while the request body is untouched. */
+/** Errors that mean "nothing reached the tool server": safe to retry (the body is held whole in memory). */
 const CONNECT_ERRORS = new Set([
   'ECONNREFUSED',
   'ENOTFOUND',
@@ -40,7 +39,6 @@ const RETRY_INTERVAL_MS = 250;
 
 /** What every forwarded request of one gateway shares (built once, not per request). */
 export interface ForwardContext {
-  maxBodyBytes: number;
   retryMs: number;
   log: Logger;
   /** The single place refusals become responses (gateway/respond.ts). */
@@ -53,6 +51,18 @@ export interface ForwardContext {
   ) => void;
 }
 
+/** One request on its way to a tool server. */
+export interface Outbound {
+  upstream: Upstream;
+  /** The request target at the upstream: its base path + the client's path and query (what the identity signs). */
+  path: string;
+  /** Flat `[name, value, …]` list, identity headers included. */
+  headers: string[];
+  requestId: string;
+  /** The body, already read whole (proxy/body.ts); null for none. */
+  body: Buffer | null;
+}
+
 const kHandler = Symbol('gateway.proxyHandler');
 type TrackedResponse = ServerResponse & { [kHandler]?: ProxyHandler };
 
@@ -62,66 +72,19 @@ function onResponseClose(this: TrackedResponse): void {
 }
 
 /**
- * Streams the request to the upstream and the response back (undici's dispatch API with our own handler: no
- * buffering, no promise or AsyncResource per request, backpressure both ways). An SSE response is relayed
- * chunk by chunk as it arrives; the client disconnecting aborts the upstream request.
- *
- * `contentLength` is the declared Content-Length (already checked against the limit); `chunked` says the body
- * comes without one and is counted as it streams.
+ * Sends the request (its body already read whole) to the upstream and streams the response back (undici's
+ * dispatch API with our own handler: no promise or AsyncResource per request, backpressure on the response).
+ * An SSE response is relayed chunk by chunk as it arrives; the client disconnecting aborts the upstream request.
+ * With the body in hand, undici writes request line, headers and body in one write, and a refused connection can
+ * always be retried.
  */
-export function forward(
-  ctx: ForwardContext,
-  req: IncomingMessage,
-  res: ServerResponse,
-  upstream: Upstream,
-  headers: string[],
-  requestId: string,
-  contentLength: string | undefined,
-  chunked: boolean,
-): void {
+export function forward(ctx: ForwardContext, req: IncomingMessage, res: ServerResponse, out: Outbound): void {
   // The client may have gone while the bearer was being verified (a key-set fetch): nothing to forward then.
   if (res.destroyed || req.socket?.destroyed !== false) return;
-  const handler = new ProxyHandler(ctx, req, res, upstream, headers, requestId);
+  const handler = new ProxyHandler(ctx, req, res, out);
   (res as TrackedResponse)[kHandler] = handler;
   res.on('close', onResponseClose);
-  if (chunked) handler.body = limitedBody(handler);
-  else if (contentLength !== undefined && contentLength !== '0') {
-    // A small body (an MCP JSON-RPC message) is read whole first: undici then writes request line, headers and
-    // body in one write instead of streaming them in several, and a refused connection can be retried.
-    if (Number(contentLength) <= SMALL_BODY_BYTES) return bufferBody(handler);
-    handler.body = req;
-  }
   handler.dispatch();
-}
-
-const SMALL_BODY_BYTES = 64 * 1024;
-
-function bufferBody(h: ProxyHandler): void {
-  const req = h.req;
-  const chunks: Buffer[] = [];
-  req.on('data', (c: Buffer) => chunks.push(c));
-  // A client that resets mid-body: the response's close listener ends the exchange; nothing to dispatch.
-  req.once('error', () => {});
-  req.once('end', () => {
-    h.body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-    h.dispatch();
-  });
-}
-
-/** A chunked body counted as it streams; past the limit the upstream request is aborted and 413 answered. */
-async function* limitedBody(h: ProxyHandler): AsyncIterable<Buffer> {
-  const max = h.ctx.maxBodyBytes;
-  let size = 0;
-  // destroyOnReturn false: stopping early must not destroy the request (and with it the client's socket)
-  // before the 413 is written.
-  for await (const chunk of h.req.iterator({ destroyOnReturn: false })) {
-    size += (chunk as Buffer).length;
-    if (size > max) {
-      h.tooLarge = true;
-      throw new PayloadTooLargeError(max);
-    }
-    yield chunk as Buffer;
-  }
 }
 
 class ClientClosedError extends Error {
@@ -133,41 +96,35 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   readonly req: IncomingMessage;
   readonly #res: ServerResponse;
   readonly #upstream: Upstream;
+  readonly #path: string;
   readonly #headers: string[];
   readonly #requestId: string;
+  readonly #body: Buffer | null;
   readonly #startedAt = Date.now();
-  body: Buffer | Readable | AsyncIterable<Buffer> | null = null;
-  /** Set by limitedBody when a streamed body passes the limit. */
-  tooLarge = false;
   #controller: Dispatcher.DispatchController | null = null;
   #responseStarted = false;
   #finished = false;
   #clientGone = false;
   #retryTimer: NodeJS.Timeout | undefined;
 
-  constructor(
-    ctx: ForwardContext,
-    req: IncomingMessage,
-    res: ServerResponse,
-    upstream: Upstream,
-    headers: string[],
-    requestId: string,
-  ) {
+  constructor(ctx: ForwardContext, req: IncomingMessage, res: ServerResponse, out: Outbound) {
     this.ctx = ctx;
     this.req = req;
     this.#res = res;
-    this.#upstream = upstream;
-    this.#headers = headers;
-    this.#requestId = requestId;
+    this.#upstream = out.upstream;
+    this.#path = out.path;
+    this.#headers = out.headers;
+    this.#requestId = out.requestId;
+    this.#body = out.body;
   }
 
   dispatch(): void {
     this.#upstream.pool.dispatch(
       {
-        path: this.#upstream.basePath + this.req.url,
+        path: this.#path,
         method: this.req.method as Dispatcher.HttpMethod,
         headers: this.#headers,
-        body: this.body as Dispatcher.DispatchOptions['body'],
+        body: this.#body,
       },
       this,
     );
@@ -250,17 +207,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
       this.#res.destroy();
       return;
     }
-    if (this.tooLarge) {
-      this.#finished = true;
-      this.#fail(new PayloadTooLargeError(this.ctx.maxBodyBytes));
-      return;
-    }
     const code = (err as { code?: string }).code ?? '';
-    if (
-      CONNECT_ERRORS.has(code) &&
-      this.#bodyUntouched() &&
-      Date.now() + RETRY_INTERVAL_MS - this.#startedAt < this.ctx.retryMs
-    ) {
+    if (CONNECT_ERRORS.has(code) && Date.now() + RETRY_INTERVAL_MS - this.#startedAt < this.ctx.retryMs) {
       this.#controller = null;
       this.#retryTimer = setTimeout(() => this.dispatch(), RETRY_INTERVAL_MS);
       return;
@@ -278,12 +226,5 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
         `the ${service} tool server is unavailable (${code || err.message})`,
       ),
     );
-  }
-
-  #bodyUntouched(): boolean {
-    const b = this.body;
-    if (b === null || Buffer.isBuffer(b)) return true;
-    const r = b as IncomingMessage;
-    return r === this.req && !r.readableDidRead && !r.destroyed;
   }
 }

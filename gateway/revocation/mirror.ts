@@ -7,9 +7,21 @@ import type { RevocationMode } from '../config.ts';
 
 export type RevocationStatus = 'ok' | 'revoked' | 'unknown';
 
+/** What a revocation can reach in a verified token (VerifiedToken has all of it). */
+export interface RevocationSubject {
+  /** `jti`, or Entra's `uti`; '' when none. Compared case-insensitively. */
+  jti: string;
+  sub: string;
+  /** Entra's object id ('' otherwise): a subject cut-off keyed by it reaches the user's Entra tokens too. */
+  oid: string;
+  /** The forwarded email (trimmed, lowercased): an email cut-off reaches every issuer's tokens carrying it. */
+  email: string;
+  iat: number;
+}
+
 /** The one question the request path asks, answered from memory (no Redis round trip). */
 export interface RevocationCheck {
-  check(jti: string, sub: string, iat: number): RevocationStatus;
+  check(t: RevocationSubject): RevocationStatus;
 }
 
 /**
@@ -19,7 +31,8 @@ export interface RevocationCheck {
 export const JTI_DEFAULT_RETENTION_SECONDS = 24 * 3600;
 
 /**
- * The in-memory copy of the Redis denylist (`platform:deny:jti:*`, `platform:deny:sub:*`), kept current by
+ * The in-memory copy of the Redis denylist (`platform:deny:jti:*`, `platform:deny:sub:*`,
+ * `platform:deny:email:*`), kept current by
  * the `platform:revocations` channel and a full resync on every (re)connection (revocation/redis-sync.ts).
  * While it is not known to be current (Redis unreachable), `fail-closed` answers 'unknown' for every token
  * the mirror does not already reject; `fail-open` keeps answering from what it has.
@@ -30,6 +43,8 @@ export class RevocationMirror implements RevocationCheck {
   readonly #jtis = new Map<string, number>();
   /** sub → cut-off (tokens with iat ≤ it are revoked). */
   readonly #subs = new Map<string, number>();
+  /** lowercased email → cut-off, whatever the token's issuer. */
+  readonly #emails = new Map<string, number>();
   #current = false;
 
   constructor(mode: RevocationMode) {
@@ -45,8 +60,9 @@ export class RevocationMirror implements RevocationCheck {
   }
 
   denyJti(jti: string, forgetAt: number): void {
-    const prev = this.#jtis.get(jti);
-    if (prev === undefined || forgetAt !== prev) this.#jtis.set(jti, forgetAt);
+    const id = jti.toLowerCase();
+    const prev = this.#jtis.get(id);
+    if (prev === undefined || forgetAt !== prev) this.#jtis.set(id, forgetAt);
   }
 
   denySubject(sub: string, cutoff: number): void {
@@ -54,14 +70,29 @@ export class RevocationMirror implements RevocationCheck {
     if (prev === undefined || cutoff > prev) this.#subs.set(sub, cutoff);
   }
 
+  denyEmail(email: string, cutoff: number): void {
+    const e = email.trim().toLowerCase();
+    const prev = this.#emails.get(e);
+    if (prev === undefined || cutoff > prev) this.#emails.set(e, cutoff);
+  }
+
   apply(event: RevocationEvent, now = Date.now() / 1000): void {
     if ('jti' in event) this.denyJti(event.jti, now + JTI_DEFAULT_RETENTION_SECONDS);
     else if ('sub' in event) this.denySubject(event.sub, event.cutoff);
+    else this.denyEmail(event.email, event.cutoff);
   }
 
-  check(jti: string, sub: string, iat: number): RevocationStatus {
-    if (jti !== '' && this.#jtis.has(jti)) return 'revoked';
-    const cutoff = this.#subs.get(sub);
+  check(t: RevocationSubject): RevocationStatus {
+    if (t.jti !== '' && this.#jtis.has(t.jti.toLowerCase())) return 'revoked';
+    const iat = t.iat;
+    let cutoff = this.#subs.get(t.sub);
+    if (cutoff !== undefined && iat <= cutoff) return 'revoked';
+    // An Entra token's user, cut off by object id (its `sub` is pairwise): see VerifiedToken.oid.
+    if (t.oid !== '') {
+      cutoff = this.#subs.get(t.oid);
+      if (cutoff !== undefined && iat <= cutoff) return 'revoked';
+    }
+    cutoff = this.#emails.get(t.email);
     if (cutoff !== undefined && iat <= cutoff) return 'revoked';
     return this.#failClosed && !this.#current ? 'unknown' : 'ok';
   }
@@ -69,17 +100,21 @@ export class RevocationMirror implements RevocationCheck {
   /** Forgets entries no token can still match (run on a timer). */
   sweep(now = Date.now() / 1000): void {
     for (const [jti, forgetAt] of this.#jtis) if (forgetAt < now) this.#jtis.delete(jti);
-    for (const [sub, cutoff] of this.#subs) if (cutoff + SUB_CUTOFF_TTL_SECONDS < now) this.#subs.delete(sub);
+    for (const cutoffs of [this.#subs, this.#emails]) {
+      for (const [k, cutoff] of cutoffs) if (cutoff + SUB_CUTOFF_TTL_SECONDS < now) cutoffs.delete(k);
+    }
   }
 }
 
 /** `platform dev`: the IdP and the gateway share one process and one MemoryRevocations. */
 export function memoryRevocationCheck(store: MemoryRevocations): RevocationCheck {
+  const after = (cutoff: number | undefined, iat: number) => cutoff !== undefined && iat <= cutoff;
   return {
-    check(jti, sub, iat) {
-      if (jti !== '' && store.isJtiDenied(jti)) return 'revoked';
-      const cutoff = store.subjectCutoff(sub);
-      return cutoff !== undefined && iat <= cutoff ? 'revoked' : 'ok';
+    check(t) {
+      if (t.jti !== '' && store.isJtiDenied(t.jti)) return 'revoked';
+      if (after(store.subjectCutoff(t.sub), t.iat)) return 'revoked';
+      if (t.oid !== '' && after(store.subjectCutoff(t.oid), t.iat)) return 'revoked';
+      return after(store.emailCutoff(t.email), t.iat) ? 'revoked' : 'ok';
     },
   };
 }

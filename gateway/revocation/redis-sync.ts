@@ -5,6 +5,7 @@ import type { RevocationMirror } from './mirror.ts';
 
 const JTI_PREFIX = 'platform:deny:jti:';
 const SUB_PREFIX = 'platform:deny:sub:';
+const EMAIL_PREFIX = 'platform:deny:email:';
 const RESYNC_RETRY_MS = 250;
 const SWEEP_INTERVAL_MS = 60_000;
 
@@ -15,7 +16,8 @@ export interface RevocationSync {
 }
 
 /**
- * Keeps a RevocationMirror equal to Redis: subscribe to `platform:revocations`, then copy every denylist key
+ * Keeps a RevocationMirror equal to Redis: subscribe to `platform:revocations` (`{"jti"}`, `{"sub","cutoff"}`,
+ * `{"email","cutoff"}`), then copy every denylist key (jti, sub and email)
  * (SCAN), on start and after every reconnection — events published while disconnected are lost by pub/sub,
  * so the copy is what makes the mirror whole again. The subscription is confirmed before the scan starts, so
  * nothing published in between can fall through the gap.
@@ -72,6 +74,9 @@ export function startRevocationSync(
         } else if (key.startsWith(SUB_PREFIX)) {
           const cutoff = Number(value);
           if (Number.isFinite(cutoff)) mirror.denySubject(key.slice(SUB_PREFIX.length), cutoff);
+        } else if (key.startsWith(EMAIL_PREFIX)) {
+          const cutoff = Number(value);
+          if (Number.isFinite(cutoff)) mirror.denyEmail(key.slice(EMAIL_PREFIX.length), cutoff);
         }
       });
     }

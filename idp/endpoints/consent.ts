@@ -2,7 +2,7 @@ import { readForm } from '../../lib/http.ts';
 import { csrfTokenValid, servicesOf } from '../consent.ts';
 import type { Endpoint } from '../context.ts';
 import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
-import { grantScope } from '../scopes.ts';
+import { grantScope, mayHoldAdminScope } from '../scopes.ts';
 import {
   checkClientAndRedirect,
   checkParameters,
@@ -47,7 +47,7 @@ export const consentDecision: Endpoint = async (ctx, x) => {
       requested: request.scope,
       services: ctx.config.services,
       entitled: entitledServices(ctx),
-      isAdmin: ctx.config.adminEmails.has(session.user.email),
+      isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: client.clientId }),
     });
     await ctx.consents.grant({
       email: session.user.email,

@@ -6,7 +6,7 @@ import { AuthorizePageError, OAuthError } from '../errors.ts';
 import { deviceConfirmPage, deviceDonePage, deviceEntryPage } from '../pages/device.ts';
 import { sendPage } from '../pages/html.ts';
 import { RateLimitedError } from '../rate-limit.ts';
-import { grantScope, parseScope } from '../scopes.ts';
+import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import type { DeviceRequest } from '../store/device-codes.ts';
 import { entitledServices, loginRedirect, type WebSession, webSession } from './authorize.ts';
@@ -40,7 +40,7 @@ async function findRequest(ctx: IdpContext, session: WebSession, typed: string):
     requested: parseScope(request.scope),
     services: ctx.config.services,
     entitled: entitledServices(ctx),
-    isAdmin: ctx.config.adminEmails.has(session.user.email),
+    isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: request.clientId }),
   });
   return { ok: true, normalized, request, client, scope };
 }

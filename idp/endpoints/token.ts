@@ -10,7 +10,7 @@ import {
   InvalidScopeError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
-import { parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
+import { mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
@@ -159,7 +159,10 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
   const exp = iat + ACCESS_TTL_SECONDS;
   const { issuer, audience } = ctx.config;
   // The admin list (or the user's email) may have changed since the grant was made.
-  const scope = withoutAdminUnlessAdmin(o.scope, ctx.config.adminEmails.has(grant.email));
+  const scope = withoutAdminUnlessAdmin(
+    o.scope,
+    mayHoldAdminScope(ctx.config, { email: grant.email, clientId: grant.clientId }),
+  );
   const body: Record<string, unknown> = {
     access_token: ctx.signer.accessToken({
       iss: issuer,

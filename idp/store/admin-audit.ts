@@ -20,7 +20,7 @@ export interface AdminAuditRow
   requestId: string | null;
 }
 
-/** The append-only record of administrative actions (table platform.admin_audit, migration 002). */
+/** The append-only record of administrative actions (table platform.admin_audit, migration 003). */
 export interface AdminAuditStore {
   record(entry: AdminAuditEntry): Promise<void>;
   list(opts?: { actorEmail?: string; limit?: number }): Promise<AdminAuditRow[]>;

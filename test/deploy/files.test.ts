@@ -349,6 +349,16 @@ describe('deploy/compose.yaml', () => {
     for (const s of SERVICES) expect(loadToolConfig(s, envOf(`tool-${s}`)).port).toBe(3000);
   });
 
+  it("gives each tool server only its own identity key, the one the gateway's secret derives for it", () => {
+    const gateway = loadGatewayConfig(envOf('gateway'));
+    for (const s of SERVICES) {
+      const env = services[`tool-${s}`]!.environment ?? {};
+      expect(Object.keys(env), s).not.toContain('GATEWAY_IDENTITY_SECRET');
+      const tool = loadToolConfig(s, envOf(`tool-${s}`));
+      expect(tool.identityKey, s).toBe(gateway.services.find((g) => g.name === s)!.identityKey);
+    }
+  });
+
   it('documents in env.example every variable it reads, and reads every one env.example sets', () => {
     for (const s of Object.values(services)) {
       for (const v of [s.image ?? '', ...Object.values(s.environment ?? {})])

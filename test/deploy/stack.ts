@@ -3,6 +3,7 @@
 // signed-in user's platform access token. Services without a tool server point the gateway at a port where
 // nothing listens (the "tool server down" case).
 import { inject } from 'vitest';
+import { deriveIdentityKey } from '../../lib/identity.ts';
 import { createTestDatabase, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { signIn } from '../helpers/oauth.ts';
 import {
@@ -57,7 +58,7 @@ export async function startDeployStack(opts: {
       if (!opts.live.includes(name)) continue;
       const tool = startPlatform(['tool', name], {
         DATABASE_URL: db.url,
-        GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        TOOL_IDENTITY_KEY: deriveIdentityKey(IDENTITY_SECRET, name),
         [`${name.toUpperCase()}_MCP_PORT`]: String(port),
       });
       started.push(tool);

@@ -2,6 +2,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadGatewayConfig } from '../../gateway/config.ts';
 import { ConfigError } from '../../lib/config.ts';
+import { deriveIdentityKey } from '../../lib/identity.ts';
 import { startPlatform } from '../helpers/processes.ts';
 
 const base = {
@@ -9,7 +10,7 @@ const base = {
   GATEWAY_SERVICES: 'deals,mail-box',
   DEALS_MCP_UPSTREAM: 'http://deals:3000',
   MAIL_BOX_MCP_UPSTREAM: 'http://mail:3000/base/',
-  GATEWAY_IDENTITY_SECRET: 's'.repeat(16),
+  GATEWAY_IDENTITY_SECRET: 's'.repeat(32),
   REDIS_URL: 'redis://127.0.0.1:6379',
 };
 
@@ -28,6 +29,8 @@ describe('defaults', () => {
     const c = loadGatewayConfig(base);
     expect(c.port).toBe(8080);
     expect(c.revocationMode).toBe('fail-open');
+    expect(c.maxBodyBytes).toBe(1024 * 1024);
+    expect(c.bodyTimeoutMs).toBe(10_000);
     expect(c.platform).toBeUndefined();
     expect(c.entra).toBeUndefined();
     const [deals, mail] = c.services;
@@ -47,6 +50,9 @@ describe('defaults', () => {
       { host: 'mcp.example.com', port: '' },
     ]);
     expect([...deals!.allowedOrigins]).toEqual(['https://mcp.example.com']);
+    // Each service signs with its own key, derived from the one secret (lib/identity.ts).
+    expect(deals!.identityKey).toBe(deriveIdentityKey('s'.repeat(32), 'deals'));
+    expect(mail!.identityKey).toBe(deriveIdentityKey('s'.repeat(32), 'mail-box'));
     // A service name with a dash reads MAIL_BOX_*; a base path on the upstream is kept.
     expect(mail).toMatchObject({ name: 'mail-box', upstreamBasePath: '/base' });
     expect(Object.isFrozen(c)).toBe(true);
@@ -102,12 +108,14 @@ describe('bad values stop start-up with the variable named', () => {
     ['REDIS_URL', { REDIS_URL: undefined }, /is required/],
     ['REDIS_URL', { REDIS_URL: 'http://redis' }, /redis:\/\//],
     ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: undefined }, /is required/],
-    ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: 'x'.repeat(15) }, /at least 16 characters/],
+    ['GATEWAY_IDENTITY_SECRET', { GATEWAY_IDENTITY_SECRET: 'x'.repeat(31) }, /at least 32 characters/],
     ['GATEWAY_PORT', { GATEWAY_PORT: 'eighty' }, /port/],
     ['GATEWAY_REVOCATION_MODE', { GATEWAY_REVOCATION_MODE: 'fail-soft' }, /fail-open, fail-closed/],
     ['GATEWAY_JWKS_COOLDOWN_SECONDS', { GATEWAY_JWKS_COOLDOWN_SECONDS: '-1' }, /number/],
     ['GATEWAY_TOKEN_CACHE_SIZE', { GATEWAY_TOKEN_CACHE_SIZE: '1.5' }, /whole number/],
     ['GATEWAY_MAX_BODY_BYTES', { GATEWAY_MAX_BODY_BYTES: '10' }, /between/],
+    ['GATEWAY_BODY_TIMEOUT_MS', { GATEWAY_BODY_TIMEOUT_MS: '10s' }, /number/],
+    ['GATEWAY_BODY_TIMEOUT_MS', { GATEWAY_BODY_TIMEOUT_MS: '50' }, /between/],
   ];
   it.each(cases)('%s %j', (variable, change, problem) => {
     const err = failure({ ...base, ...change });

@@ -12,9 +12,24 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, type JWK, SignJWT } from 'jose';
+import { bodySha256, deriveIdentityKey, type Identity, verifyIdentity } from '../../lib/identity.ts';
 import { type GatewayProcess, startGatewayProcess as startProcess } from '../helpers/processes.ts';
 
 export const IDENTITY_SECRET = 'gateway-test-identity-secret-0123456789abcdef';
+
+/**
+ * Checks the identity headers a recorded request carried, as the tool server of `service` (default: the first
+ * path segment) would: with that service's own key, over the method, path and body it received.
+ */
+export function verifyRecorded(r: RecordedRequest, service?: string, now?: number): Identity {
+  const name = service ?? r.url.split('/')[1]!;
+  return verifyIdentity(
+    deriveIdentityKey(IDENTITY_SECRET, name),
+    { service: name, method: r.method, path: r.url, bodySha256: bodySha256(r.rawBody) },
+    r.headers,
+    now,
+  );
+}
 
 function listen(server: Server): Promise<number> {
   return new Promise((resolve) =>
@@ -146,6 +161,7 @@ export interface RecordedRequest {
   headers: IncomingHttpHeaders;
   rawHeaders: string[];
   body: string;
+  rawBody?: Buffer;
   /** The gateway-side port of the connection (distinct values = distinct upstream connections). */
   remotePort?: number;
 }
@@ -200,13 +216,15 @@ export async function startUpstream(port = 0): Promise<Upstream> {
       return;
     }
     for await (const c of req) chunks.push(c as Buffer);
-    const body = Buffer.concat(chunks).toString('utf8');
+    const rawBody = Buffer.concat(chunks);
+    const body = rawBody.toString('utf8');
     requests.push({
       method: req.method!,
       url,
       headers: req.headers,
       rawHeaders: req.rawHeaders,
       body,
+      rawBody,
       remotePort: req.socket.remotePort,
     });
     if (url.endsWith('/health')) {

@@ -4,7 +4,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadGatewayConfig } from '../../gateway/config.ts';
 import { type RunningGateway, startGateway } from '../../gateway/server.ts';
-import { verifyIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
 import {
@@ -16,6 +15,7 @@ import {
   startKeyServer,
   startUpstream,
   type Upstream,
+  verifyRecorded,
 } from './helpers.ts';
 
 const AUDIENCE = 'https://platform.test/api';
@@ -51,12 +51,12 @@ afterAll(async () => {
   await Promise.all([ks?.close(), upstream?.close()]);
 });
 
-async function token(iat = 0) {
+async function token(iat = 0, email = 'dev@example.com') {
   const jti = randomUUID();
   const sub = `dev-${randomUUID()}`;
   const t = await mint({
     key: ks.keys[0]!,
-    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email: 'dev@example.com', scope: 'mcp:platform', jti },
+    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email, scope: 'mcp:platform', jti },
     iat,
   });
   return { t, jti, sub };
@@ -68,7 +68,7 @@ describe('startGateway with an in-process revocation store (no Redis)', () => {
   it('verifies and proxies with signed identity', async () => {
     const { t, sub } = await token();
     expect((await post(t)).status).toBe(200);
-    expect(verifyIdentity(IDENTITY_SECRET, upstream.requests.at(-1)!.headers)).toMatchObject({
+    expect(verifyRecorded(upstream.requests.at(-1)!)).toMatchObject({
       sub,
       issuer: 'platform',
     });
@@ -86,5 +86,14 @@ describe('startGateway with an in-process revocation store (no Redis)', () => {
     expect((await post(t)).status).toBe(200);
     await revocations.denySubject(sub, Math.floor(Date.now() / 1000));
     expect(errorOf(await post(t)).reason).toBe('token_revoked');
+  });
+
+  it('an email cut-off refuses tokens carrying that email (any case) issued at or before it', async () => {
+    const email = `dev-${randomUUID()}@example.com`;
+    const { t } = await token(-5, email.toUpperCase());
+    expect((await post(t)).status).toBe(200);
+    await revocations.denyEmail(email, Math.floor(Date.now() / 1000));
+    expect(errorOf(await post(t)).reason).toBe('token_revoked');
+    expect((await post((await token(5, email)).t)).status).toBe(200);
   });
 });

@@ -16,6 +16,7 @@ import {
   startKeyServer,
   startUpstream,
   type Upstream,
+  verifyRecorded,
 } from './helpers.ts';
 
 const AUDIENCE = 'https://platform.test/api';
@@ -134,7 +135,7 @@ describe('SSE', () => {
 });
 
 describe('bodies and headers', () => {
-  it('streams a chunked request body through unchanged (still chunked upstream, not buffered)', async () => {
+  it('reads a chunked request body whole and forwards it unchanged with its length, signed over its hash', async () => {
     const body = 'x'.repeat(MAX_BODY - 10);
     const r = await call(`${gw.url}/mail/mcp`, {
       method: 'POST',
@@ -144,8 +145,9 @@ describe('bodies and headers', () => {
     });
     expect(r.status).toBe(200);
     expect(r.json.bodyLength).toBe(body.length);
-    expect(r.json.headers['transfer-encoding']).toBe('chunked');
-    expect(r.json.headers['content-length']).toBeUndefined();
+    expect(r.json.headers['transfer-encoding']).toBeUndefined();
+    expect(r.json.headers['content-length']).toBe(String(body.length));
+    expect(verifyRecorded(upstream.requests.at(-1)!)).toMatchObject({ issuer: 'platform' });
   });
 
   it('refuses bodies over the limit with 413, declared or streamed', async () => {
@@ -161,8 +163,8 @@ describe('bodies and headers', () => {
       headers: { 'transfer-encoding': 'chunked' },
     });
     expect(streamed.status).toBe(413);
-    // The declared one never reached the upstream; the streamed one was cut off before it completed.
-    expect(upstream.requests.slice(before).every((r) => r.body.length <= MAX_BODY)).toBe(true);
+    // Neither reached the upstream: bodies are read whole before anything is forwarded.
+    expect(upstream.requests.length).toBe(before);
   });
 
   it('refuses oversized headers with 431', async () => {

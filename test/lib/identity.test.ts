@@ -1,9 +1,17 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { type Identity, IdentityError, signIdentity, verifyIdentity } from '../../lib/identity.ts';
+import {
+  bodySha256,
+  deriveIdentityKey,
+  type Identity,
+  IdentityError,
+  type SignedRequest,
+  signIdentity,
+  verifyIdentity,
+} from '../../lib/identity.ts';
 
-// The identity signature the gateway sends and the tool servers check, held to CONTRACT.md § Identity headers
-// by an independent computation of its formula.
+// Identity signature v2, as the gateway sends it and the tool servers check it, held to the documented formula
+// (docs/security.md § Identity headers) by an independent computation with createHmac/createHash.
 
 const ID: Identity = {
   email: 'someone@example.com',
@@ -15,18 +23,75 @@ const ID: Identity = {
   requestId: 'req-1',
 };
 
-/** CONTRACT.md § Identity headers, computed independently with createHmac. */
-function contractSignature(secret: string | Buffer, t: number, id: Identity): string {
-  const message = [t, id.email, id.sub, id.issuer, id.scope, id.clientId, id.jti, id.requestId].join('\n');
-  return `t=${t},v1=${createHmac('sha256', secret).update(message).digest('hex')}`;
+const SECRET = 'bench-identity-secret-0123456789abcdef0123';
+const BODY = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+
+/** The documented formula, computed independently. */
+function contractKey(secret: string, service: string): string {
+  return createHmac('sha256', secret).update(`platform-identity-v2:${service}`).digest('hex');
 }
 
-describe('signIdentity / verifyIdentity', () => {
-  const secret = 'bench-identity-secret-0123456789abcdef0123';
+function contractSignature(
+  secret: string,
+  t: number,
+  r: { service: string; method: string; path: string; body: Buffer },
+  id: Identity,
+): string {
+  const lines = [
+    'v2',
+    String(t),
+    r.service,
+    r.method,
+    r.path,
+    createHash('sha256').update(r.body).digest('hex'),
+    id.email,
+    id.sub,
+    id.issuer,
+    id.scope,
+    id.clientId,
+    id.jti,
+    id.requestId,
+  ];
+  // The key is the 64-character hex string itself, used as UTF-8 bytes (not the 32 bytes it encodes).
+  const key = Buffer.from(contractKey(secret, r.service), 'utf8');
+  return `t=${t},v2=${createHmac('sha256', key).update(lines.join('\n')).digest('hex')}`;
+}
 
-  it('signs exactly the contract message', () => {
-    const headers = signIdentity(secret, ID, 1_800_000_000);
-    expect(headers['x-platform-identity']).toBe(contractSignature(secret, 1_800_000_000, ID));
+const REQUEST = { service: 'deals', method: 'POST', path: '/deals/mcp?x=1', body: BODY };
+const SIGNED: SignedRequest = {
+  service: 'deals',
+  method: 'POST',
+  path: '/deals/mcp?x=1',
+  bodySha256: bodySha256(BODY),
+};
+
+describe('deriveIdentityKey', () => {
+  it('is hex(HMAC-SHA256(secret, "platform-identity-v2:" + service)), distinct per service', () => {
+    expect(deriveIdentityKey(SECRET, 'deals')).toBe(contractKey(SECRET, 'deals'));
+    expect(deriveIdentityKey(SECRET, 'deals')).toMatch(/^[0-9a-f]{64}$/);
+    expect(deriveIdentityKey(SECRET, 'mail')).not.toBe(deriveIdentityKey(SECRET, 'deals'));
+  });
+
+  it('refuses a secret shorter than 32 characters', () => {
+    expect(() => deriveIdentityKey('x'.repeat(31), 'deals')).toThrow(TypeError);
+  });
+});
+
+describe('bodySha256', () => {
+  it('hashes the raw bytes; an empty or absent body hashes the empty string', () => {
+    const empty = createHash('sha256').update('').digest('hex');
+    expect(bodySha256(null)).toBe(empty);
+    expect(bodySha256(Buffer.alloc(0))).toBe(empty);
+    expect(bodySha256(BODY)).toBe(createHash('sha256').update(BODY).digest('hex'));
+  });
+});
+
+describe('signIdentity / verifyIdentity', () => {
+  const key = deriveIdentityKey(SECRET, 'deals');
+
+  it('signs exactly the documented message with the service key', () => {
+    const headers = signIdentity(key, SIGNED, ID, 1_800_000_000);
+    expect(headers['x-platform-identity']).toBe(contractSignature(SECRET, 1_800_000_000, REQUEST, ID));
     expect(headers).toMatchObject({
       'x-platform-user-email': ID.email,
       'x-platform-user-sub': ID.sub,
@@ -38,17 +103,45 @@ describe('signIdentity / verifyIdentity', () => {
     });
   });
 
-  it('verifies what it signs and rejects any changed field, another key and a stale signature', () => {
+  it('verifies what it signs and rejects any changed header, another key and a stale signature', () => {
     const now = Math.floor(Date.now() / 1000);
-    const headers = signIdentity(secret, ID, now);
-    expect(verifyIdentity(secret, headers, now)).toEqual(ID);
+    const headers = signIdentity(key, SIGNED, ID, now);
+    expect(verifyIdentity(key, SIGNED, headers, now)).toEqual(ID);
     for (const name of Object.keys(headers).filter((n) => n !== 'x-platform-identity')) {
       const changed = { ...headers, [name]: `${headers[name]}x` };
-      expect(() => verifyIdentity(secret, changed, now), name).toThrow(IdentityError);
+      expect(() => verifyIdentity(key, SIGNED, changed, now), name).toThrow(IdentityError);
     }
-    expect(() => verifyIdentity('another-secret-0123456789', headers, now)).toThrow(
-      'identity signature invalid',
+    expect(() => verifyIdentity(deriveIdentityKey(`${SECRET}!`, 'deals'), SIGNED, headers, now)).toThrow(
+      /signature invalid/,
     );
-    expect(() => verifyIdentity(secret, headers, now + 61)).toThrow('identity signature expired');
+    expect(() => verifyIdentity(key, SIGNED, headers, now + 61)).toThrow('identity signature expired');
+    expect(verifyIdentity(key, SIGNED, headers, now + 60)).toEqual(ID);
+  });
+
+  it('binds the signature to the service, method, path with query and body', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const headers = signIdentity(key, SIGNED, ID, now);
+    const others: Array<[string, string, SignedRequest]> = [
+      // Another service holding its own key: its key and its service line both differ.
+      ['service', deriveIdentityKey(SECRET, 'mail'), { ...SIGNED, service: 'mail' }],
+      // Even a tool server misconfigured with the right key but another name refuses it.
+      ['service line', key, { ...SIGNED, service: 'mail' }],
+      ['method', key, { ...SIGNED, method: 'DELETE' }],
+      ['path', key, { ...SIGNED, path: '/deals/mcp' }],
+      ['query', key, { ...SIGNED, path: '/deals/mcp?x=2' }],
+      ['body', key, { ...SIGNED, bodySha256: bodySha256(Buffer.from('{}')) }],
+    ];
+    for (const [what, k, request] of others) {
+      expect(() => verifyIdentity(k, request, headers, now), what).toThrow(/signature invalid/);
+    }
+  });
+
+  it('refuses the v1 format and a missing signature', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const headers = signIdentity(key, SIGNED, ID, now);
+    const v1 = { ...headers, 'x-platform-identity': headers['x-platform-identity']!.replace(',v2=', ',v1=') };
+    expect(() => verifyIdentity(key, SIGNED, v1, now)).toThrow(/malformed/);
+    const { 'x-platform-identity': _, ...unsigned } = headers;
+    expect(() => verifyIdentity(key, SIGNED, unsigned, now)).toThrow(/missing/);
   });
 });

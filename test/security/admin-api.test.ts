@@ -86,6 +86,36 @@ describe('granting platform:admin', () => {
     const t = await signIn(idp.issuer, plain.sessionToken, { scope: ADMIN_SCOPES });
     expect(t.scope.split(' ')).not.toContain('platform:admin');
     expect(String(decodeJwt(t.access_token).scope).split(' ')).not.toContain('platform:admin');
+    // Not in the stored grant either (the token endpoint drops it again, but the grant is the record).
+    const { rows } = await db.pool.query('SELECT scope FROM platform.refresh_tokens WHERE email = $1', [
+      plain.email,
+    ]);
+    for (const r of rows) expect(String(r.scope).split(' ')).not.toContain('platform:admin');
+  });
+});
+
+describe('platform:admin and third-party clients', () => {
+  it('is never granted to a registered client, even for an admin who asked and approved consent', async () => {
+    const reg = await fetch(`${idp.issuer}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        redirect_uris: ['http://127.0.0.1:47001/callback'],
+        client_name: 'a connector',
+      }),
+    });
+    const clientId = ((await reg.json()) as { client_id: string }).client_id;
+    const params = { client_id: clientId, redirect_uri: 'http://127.0.0.1:47001/callback' };
+    const t = await signIn(idp.issuer, admin.sessionToken, { ...params, scope: ADMIN_SCOPES });
+    expect(t.scope.split(' ')).toContain('mcp:platform');
+    expect(t.scope.split(' ')).not.toContain('platform:admin');
+    // Nor later, silently, once the client has its consent.
+    const silent = await signIn(idp.issuer, admin.sessionToken, {
+      ...params,
+      scope: 'mcp:platform platform:admin',
+      prompt: 'none',
+    });
+    expect(silent.scope.split(' ')).not.toContain('platform:admin');
   });
 });
 

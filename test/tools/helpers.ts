@@ -11,12 +11,18 @@ import {
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Identity } from '../../lib/identity.ts';
-import { signIdentity } from '../../lib/identity.ts';
+import { bodySha256, deriveIdentityKey, signIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { loadToolConfig, type ToolServerConfig } from '../../tools/config.ts';
 import { type RunningToolServer, startToolServer } from '../../tools/server.ts';
 
-export const IDENTITY_SECRET = 'tools-test-identity-secret-0123456789';
+/** The gateway's master secret in these tests; a tool server gets only its own key (toolKey). */
+export const IDENTITY_SECRET = 'tools-test-identity-secret-0123456789abcdef';
+
+/** TOOL_IDENTITY_KEY for one service, as `platform identity-key <service>` prints it. */
+export function toolKey(service: string): string {
+  return deriveIdentityKey(IDENTITY_SECRET, service);
+}
 
 export function identityFor(user: { email: string; sub: string }, over: Partial<Identity> = {}): Identity {
   return {
@@ -31,12 +37,37 @@ export function identityFor(user: { email: string; sub: string }, over: Partial<
   };
 }
 
-/** Headers exactly as the gateway would add them, signed now (or at `t`). */
+/** The request a set of identity headers is made for. */
+export interface RequestToSign {
+  /** The tool server's URL (its path and query are signed). */
+  url: string | URL;
+  method?: string;
+  body?: string | Uint8Array;
+}
+
+/**
+ * Headers exactly as the gateway would add them for this request, signed now (or at `t`) with the service's key
+ * (the service is the URL's first path segment unless given), or with `key` when a test forges one.
+ */
 export function signedHeaders(
   identity: Identity,
-  opts: { secret?: string; t?: number } = {},
+  request: RequestToSign,
+  opts: { key?: string; service?: string; t?: number } = {},
 ): Record<string, string> {
-  return signIdentity(opts.secret ?? IDENTITY_SECRET, { ...identity, requestId: randomUUID() }, opts.t);
+  const u = new URL(request.url);
+  const service = opts.service ?? u.pathname.split('/')[1] ?? '';
+  const body = typeof request.body === 'string' ? Buffer.from(request.body) : request.body;
+  return signIdentity(
+    opts.key ?? toolKey(service),
+    {
+      service,
+      method: request.method ?? 'POST',
+      path: u.pathname + u.search,
+      bodySha256: bodySha256(body),
+    },
+    { ...identity, requestId: randomUUID() },
+    opts.t,
+  );
 }
 
 /**
@@ -73,7 +104,13 @@ export async function connectMcp(
   let current = identity;
   const signingFetch = (url: string | URL, init?: RequestInit) => {
     const headers = new Headers(init?.headers);
-    for (const [k, v] of Object.entries(signedHeaders(current))) headers.set(k, v);
+    // The SDK sends JSON-RPC bodies as strings; anything else would not be signed faithfully here.
+    const body = init?.body;
+    if (body !== undefined && body !== null && typeof body !== 'string') {
+      throw new TypeError('connectMcp: only string bodies are signed');
+    }
+    const signed = signedHeaders(current, { url, method: init?.method ?? 'GET', body: body ?? undefined });
+    for (const [k, v] of Object.entries(signed)) headers.set(k, v);
     return fetch(url, { ...init, headers });
   };
   const actAs = (next: Identity) => {
@@ -140,7 +177,7 @@ export async function startInProcess(
     },
   });
   const loaded = loadToolConfig(name, {
-    GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+    TOOL_IDENTITY_KEY: toolKey(name),
     [`${name.toUpperCase()}_MCP_PORT`]: '0',
     LOG_LEVEL: 'debug',
     ...env,

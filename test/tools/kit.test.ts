@@ -2,6 +2,7 @@
 // their error body, the host guard, stateless MCP for both protocol eras, and a database outage degrading.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deriveIdentityKey, type Identity } from '../../lib/identity.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import {
   connectMcp,
@@ -48,6 +49,15 @@ const INIT = {
   params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
 };
 
+/** Identity headers for a POST of `body` to the MCP endpoint (what the gateway would sign for it). */
+function sign(
+  identity: Identity,
+  body: unknown = INIT,
+  opts: Parameters<typeof signedHeaders>[2] = {},
+): Record<string, string> {
+  return signedHeaders(identity, { url: server.mcpUrl, method: 'POST', body: JSON.stringify(body) }, opts);
+}
+
 function post(headers: Record<string, string>, body: unknown = INIT): Promise<Response> {
   return fetch(server.mcpUrl, {
     method: 'POST',
@@ -74,18 +84,25 @@ async function expect401(res: Response, code: string, reason: RegExp): Promise<v
 }
 
 describe('routes', () => {
-  it('answers GET /health and GET /platform/health without identity', async () => {
+  it('answers GET and HEAD on /health and /platform/health without identity', async () => {
     for (const path of ['/health', '/platform/health']) {
       const res = await fetch(`${server.url}${path}`);
       expect(res.status).toBe(200);
       expect(await res.json()).toEqual({ status: 'ok' });
+      const head = await fetch(`${server.url}${path}`, { method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(head.headers.get('content-type')).toBe('application/json');
+      expect(await head.text()).toBe('');
     }
   });
 
   it('serves MCP only under the service prefix, and names the allowed methods', async () => {
     expect((await fetch(`${server.url}/mcp`, { method: 'POST' })).status).toBe(404);
     expect((await fetch(`${server.url}/mail/mcp`, { method: 'POST' })).status).toBe(404);
-    const res = await fetch(server.mcpUrl, { method: 'PUT', headers: signedHeaders(identityFor(user)) });
+    const res = await fetch(server.mcpUrl, {
+      method: 'PUT',
+      headers: signedHeaders(identityFor(user), { url: server.mcpUrl, method: 'PUT' }),
+    });
     expect(res.status).toBe(405);
     expect(res.headers.get('allow')).toBe('POST, GET, DELETE');
   });
@@ -97,25 +114,27 @@ describe('identity from the gateway signature only', () => {
   });
 
   it('refuses unsigned identity headers even when they name a real user', async () => {
-    const h = signedHeaders(identityFor(user));
+    const h = sign(identityFor(user));
     delete h['x-platform-identity'];
     await expect401(await post(h), 'UNAUTHORIZED', /missing/);
   });
 
   it('refuses a forged signature (other key) and a tampered header', async () => {
     await expect401(
-      await post(signedHeaders(identityFor(user), { secret: 'another-secret-of-enough-length' })),
+      await post(
+        sign(identityFor(user), INIT, { key: deriveIdentityKey('another-secret'.repeat(3), 'platform') }),
+      ),
       'UNAUTHORIZED',
       /invalid/,
     );
-    const h = signedHeaders(identityFor(user));
+    const h = sign(identityFor(user));
     h['x-platform-user-email'] = 'someone-else@example.com';
     await expect401(await post(h), 'UNAUTHORIZED', /invalid/);
   });
 
   it('refuses a signature older than 60 s', async () => {
     const t = Math.floor(Date.now() / 1000) - 61;
-    await expect401(await post(signedHeaders(identityFor(user), { t })), 'UNAUTHORIZED', /expired/);
+    await expect401(await post(sign(identityFor(user), INIT, { t })), 'UNAUTHORIZED', /expired/);
   });
 
   it('logs the refusal as a warning with the reason and the path', async () => {
@@ -126,11 +145,11 @@ describe('identity from the gateway signature only', () => {
 
   it('answers USER_NOT_PROVISIONED for a validly signed caller without a users row', async () => {
     const ghost = identityFor({ email: 'ghost@example.com', sub: 'ghost-sub' });
-    await expect401(await post(signedHeaders(ghost)), 'USER_NOT_PROVISIONED', /ghost@example\.com/);
+    await expect401(await post(sign(ghost)), 'USER_NOT_PROVISIONED', /ghost@example\.com/);
   });
 
   it('matches the users row case-insensitively', async () => {
-    const res = await post(signedHeaders(identityFor({ ...user, email: user.email.toUpperCase() })));
+    const res = await post(sign(identityFor({ ...user, email: user.email.toUpperCase() })));
     expect(res.status).toBe(200);
     await res.body?.cancel();
   });
@@ -149,7 +168,7 @@ describe('host and origin guard', () => {
               host,
               'content-type': 'application/json',
               accept: 'application/json, text/event-stream',
-              ...signedHeaders(identityFor(user)),
+              ...sign(identityFor(user)),
             },
           },
           (res) => {
@@ -171,10 +190,10 @@ describe('host and origin guard', () => {
   });
 
   it('answers 403 for a present Origin that is not allowed, and accepts an allowed one', async () => {
-    const bad = await post({ origin: 'https://evil.example', ...signedHeaders(identityFor(user)) });
+    const bad = await post({ origin: 'https://evil.example', ...sign(identityFor(user)) });
     expect(bad.status).toBe(403);
     await bad.body?.cancel();
-    const good = await post({ origin: 'https://platform.example.com', ...signedHeaders(identityFor(user)) });
+    const good = await post({ origin: 'https://platform.example.com', ...sign(identityFor(user)) });
     expect(good.status).toBe(200);
     await good.body?.cancel();
   });
@@ -220,27 +239,32 @@ describe('MCP, both protocol eras, no sessions', () => {
   }
 
   it('answers a 2025 request without a session, and ignores a session id it never gave', async () => {
-    const h = { ...signedHeaders(identityFor(user)), 'mcp-protocol-version': '2025-11-25' };
-    const list = await post(h, { jsonrpc: '2.0', id: 2, method: 'tools/list' });
+    const listBody = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+    const h = { ...sign(identityFor(user), listBody), 'mcp-protocol-version': '2025-11-25' };
+    const list = await post(h, listBody);
     expect(list.status).toBe(200);
     expect(list.headers.get('mcp-session-id')).toBeNull();
+    const again = { jsonrpc: '2.0', id: 3, method: 'tools/list' };
     const withId = await post(
-      { ...signedHeaders(identityFor(user)), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
-      { jsonrpc: '2.0', id: 3, method: 'tools/list' },
+      { ...sign(identityFor(user), again), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
+      again,
     );
     expect(withId.status).toBe(200);
     await Promise.all([list.body?.cancel(), withId.body?.cancel()]);
   });
 
   it('initialize answers without Mcp-Session-Id; GET and DELETE answer 405 (no sessions, no event stream)', async () => {
-    const init = await post(signedHeaders(identityFor(user)));
+    const init = await post(sign(identityFor(user)));
     expect(init.status).toBe(200);
     expect(init.headers.get('mcp-session-id')).toBeNull();
     await init.body?.cancel();
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(server.mcpUrl, {
         method,
-        headers: { accept: 'text/event-stream', ...signedHeaders(identityFor(user)) },
+        headers: {
+          accept: 'text/event-stream',
+          ...signedHeaders(identityFor(user), { url: server.mcpUrl, method }),
+        },
       });
       expect(res.status).toBe(405);
       await res.body?.cancel();
@@ -253,30 +277,40 @@ describe('MCP, both protocol eras, no sessions', () => {
       'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
       'io.modelcontextprotocol/clientCapabilities': {},
     };
+    const listBody = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
     const h = {
-      ...signedHeaders(identityFor(user)),
+      ...sign(identityFor(user), listBody),
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': 'tools/list',
     };
-    const list = await post(h, { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } });
+    const list = await post(h, listBody);
     expect(list.status).toBe(200);
     const body = (await list.json()) as { result: Record<string, unknown> };
     expect(body.result).toMatchObject({ resultType: 'complete', ttlMs: 300000, cacheScope: 'private' });
     const again = (await (
       await post(
-        { ...h, ...signedHeaders(identityFor(user)) },
+        {
+          ...h,
+          ...sign(identityFor(user), {
+            jsonrpc: '2.0',
+            id: 9,
+            method: 'tools/list',
+            params: { _meta: meta },
+          }),
+        },
         { jsonrpc: '2.0', id: 9, method: 'tools/list', params: { _meta: meta } },
       )
     ).json()) as { result: unknown };
     expect(JSON.stringify(again.result)).toBe(JSON.stringify(body.result));
 
+    const discoverBody = { jsonrpc: '2.0', id: 2, method: 'server/discover', params: { _meta: meta } };
     const discover = await post(
       {
-        ...signedHeaders(identityFor(user)),
+        ...sign(identityFor(user), discoverBody),
         'mcp-protocol-version': '2026-07-28',
         'mcp-method': 'server/discover',
       },
-      { jsonrpc: '2.0', id: 2, method: 'server/discover', params: { _meta: meta } },
+      discoverBody,
     );
     expect(discover.status).toBe(200);
     const d = (await discover.json()) as { result: { supportedVersions: string[] } };
@@ -297,19 +331,19 @@ describe('MCP, both protocol eras, no sessions', () => {
     };
     const base = { 'mcp-protocol-version': '2026-07-28' };
     const wrongMethod = await post(
-      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/list', 'mcp-name': 'whoami' },
+      { ...sign(identityFor(user), call), ...base, 'mcp-method': 'tools/list', 'mcp-name': 'whoami' },
       call,
     );
     expect(wrongMethod.status).toBe(400);
     expect(await wrongMethod.json()).toMatchObject({ error: { code: -32020 } });
     const wrongName = await post(
-      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'other' },
+      { ...sign(identityFor(user), call), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'other' },
       call,
     );
     expect(wrongName.status).toBe(400);
     expect(await wrongName.json()).toMatchObject({ error: { code: -32020 } });
     const right = await post(
-      { ...signedHeaders(identityFor(user)), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'whoami' },
+      { ...sign(identityFor(user), call), ...base, 'mcp-method': 'tools/call', 'mcp-name': 'whoami' },
       call,
     );
     expect(right.status).toBe(200);
@@ -322,7 +356,7 @@ describe('MCP, both protocol eras, no sessions', () => {
       headers: {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        ...signedHeaders(identityFor(user)),
+        ...signedHeaders(identityFor(user), { url: server.mcpUrl, method: 'POST', body: '{not json' }),
       },
       body: '{not json',
     });
@@ -342,7 +376,7 @@ describe('database down', () => {
         error: { code: 'database_unavailable', message: expect.stringMatching(/unavailable/), status: 503 },
       });
       // A new client can still connect while the database is down.
-      const fresh = await post(signedHeaders(identityFor(user)));
+      const fresh = await post(sign(identityFor(user)));
       expect(fresh.status).toBe(200);
       await fresh.body?.cancel();
       expect(server.logs().some((l) => l.msg === 'tool degraded' && l.level === 40)).toBe(true);
@@ -387,7 +421,11 @@ describe('users cache', () => {
           headers: {
             'content-type': 'application/json',
             accept: 'application/json, text/event-stream',
-            ...signedHeaders(identityFor(later)),
+            ...signedHeaders(identityFor(later), {
+              url: cached.mcpUrl,
+              method: 'POST',
+              body: JSON.stringify(INIT),
+            }),
           },
           body: JSON.stringify(INIT),
         }),

@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { freePort, startPlatform } from '../helpers/processes.ts';
-import { IDENTITY_SECRET } from './helpers.ts';
+import { toolKey } from './helpers.ts';
 
 let db: TestDatabase;
 
@@ -24,7 +24,7 @@ describe('a healthy start', () => {
     const port = await freePort();
     const p = startPlatform(['tool', 'deals'], {
       DATABASE_URL: db.url,
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      TOOL_IDENTITY_KEY: toolKey('deals'),
       DEALS_MCP_PORT: String(port),
     });
     try {
@@ -36,8 +36,10 @@ describe('a healthy start', () => {
       expect(probe).toBeGreaterThanOrEqual(0);
       expect(manager).toBeGreaterThan(probe);
       expect(listening).toBeGreaterThan(manager);
-      for (const path of ['/health', '/deals/health'])
+      for (const path of ['/health', '/deals/health']) {
         expect((await fetch(`http://127.0.0.1:${port}${path}`)).status).toBe(200);
+        expect((await fetch(`http://127.0.0.1:${port}${path}`, { method: 'HEAD' })).status).toBe(200);
+      }
       const unsigned = await fetch(`http://127.0.0.1:${port}/deals/mcp`, { method: 'POST' });
       expect(unsigned.status).toBe(401);
     } finally {
@@ -51,7 +53,7 @@ describe('a healthy start', () => {
     const url = db.url.replace(/^postgresql:/, 'postgresql+asyncpg:');
     const p = startPlatform(['tool', 'platform'], {
       DATABASE_URL: url,
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      TOOL_IDENTITY_KEY: toolKey('platform'),
       PLATFORM_MCP_PORT: String(port),
     });
     try {
@@ -67,7 +69,7 @@ describe('a start that must fail before listening', () => {
     args: string[],
     env: Record<string, string>,
   ): Promise<{ code: number | null; output: string }> {
-    const p = startPlatform(args, { GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET, ...env });
+    const p = startPlatform(args, { TOOL_IDENTITY_KEY: toolKey(args[1] ?? ''), ...env });
     const code = await p.exited;
     return { code, output: p.output() };
   }
@@ -111,18 +113,19 @@ describe('a start that must fail before listening', () => {
     }
   });
 
-  it('an unknown server name, a missing secret or half the Graph settings stop it with one line', async () => {
+  it('an unknown server name, a missing or malformed key, the master secret or half the Graph settings stop it with one line', async () => {
     const cases: Array<[string[], Record<string, string>, RegExp]> = [
       [['tool', 'crm'], { DATABASE_URL: db.url }, /unknown tool server "crm"/],
+      [['tool', 'deals'], { DATABASE_URL: db.url, TOOL_IDENTITY_KEY: '' }, /TOOL_IDENTITY_KEY: is required/],
       [
         ['tool', 'deals'],
-        { DATABASE_URL: db.url, GATEWAY_IDENTITY_SECRET: '' },
-        /GATEWAY_IDENTITY_SECRET: is required/,
+        { DATABASE_URL: db.url, TOOL_IDENTITY_KEY: 'a-gateway-secret-given-by-mistake-0123456789' },
+        /TOOL_IDENTITY_KEY: must be the 64-character hex key printed by `platform identity-key deals`/,
       ],
       [
         ['tool', 'deals'],
-        { DATABASE_URL: db.url, GATEWAY_IDENTITY_SECRET: 'short' },
-        /GATEWAY_IDENTITY_SECRET: must be at least 16/,
+        { DATABASE_URL: db.url, GATEWAY_IDENTITY_SECRET: 'the-master-secret-0123456789abcdef0123' },
+        /GATEWAY_IDENTITY_SECRET: must not be given to a tool server/,
       ],
       [
         ['tool', 'mail'],

@@ -10,7 +10,7 @@ import {
   startIdpProcess,
   startPlatform,
 } from '../helpers/processes.ts';
-import { IDENTITY_SECRET, type PostgresRelay, startPostgresRelay } from './helpers.ts';
+import { IDENTITY_SECRET, type PostgresRelay, startPostgresRelay, toolKey } from './helpers.ts';
 
 export const SERVICES = ['platform', 'mail', 'deals'] as const;
 
@@ -48,7 +48,7 @@ export async function startStack(
         const port = await freePort();
         const p = startPlatform(['tool', name], {
           DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
-          GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+          TOOL_IDENTITY_KEY: toolKey(name),
           PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
           [`${name.toUpperCase()}_MCP_PORT`]: String(port),
         });

@@ -166,7 +166,7 @@ describe('tool errors', () => {
 });
 
 describe('configuration', () => {
-  const base = { DATABASE_URL: 'postgresql://u@h/db', GATEWAY_IDENTITY_SECRET: 'x'.repeat(16) };
+  const base = { DATABASE_URL: 'postgresql://u@h/db', TOOL_IDENTITY_KEY: 'ab'.repeat(32) };
   it('has the contract defaults and reads the per-service port', () => {
     const c = loadToolConfig('deals', base);
     expect(c).toMatchObject({

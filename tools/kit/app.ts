@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { HttpInputError, readBody, requestId } from '../../lib/http.ts';
+import { requestId } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
-import { JsonRpcHttpError, MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
+import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
-import { authenticate } from './identity.ts';
+import { readAuthenticatedRequest } from './identity.ts';
 import type { McpEndpoint } from './mcp.ts';
 import type { ProvisioningCheck } from './provisioning.ts';
 
@@ -12,31 +12,11 @@ export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 export interface ToolAppParts {
   /** The service name, which is also the public path prefix (`/<service>/mcp`). */
   service: string;
-  identitySecret: string;
+  /** TOOL_IDENTITY_KEY. */
+  identityKey: string;
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
   mcp: McpEndpoint;
-}
-
-/** Largest JSON-RPC POST body a tool server reads (the gateway forwards at most 1 MiB by default). */
-const MCP_BODY_LIMIT = 4 * 1024 * 1024;
-
-/** The POST body, read whole before the caller is checked; errors in JSON-RPC shape, as MCP clients expect. */
-async function readRpcBody(req: IncomingMessage): Promise<Buffer> {
-  try {
-    return await readBody(req, MCP_BODY_LIMIT);
-  } catch (err) {
-    if (err instanceof HttpInputError) throw new JsonRpcHttpError(err.status, -32600, err.message);
-    throw err;
-  }
-}
-
-function parseRpc(raw: Buffer): unknown {
-  try {
-    return JSON.parse(raw.toString('utf8'));
-  } catch {
-    throw new JsonRpcHttpError(400, -32700, 'Parse error: body is not valid JSON');
-  }
 }
 
 interface Exchange {
@@ -46,6 +26,9 @@ interface Exchange {
 }
 
 type Endpoint = (x: Exchange) => Promise<void>;
+
+/** Largest JSON-RPC body a tool server reads (the gateway's own limit, 1 MiB by default, is lower). */
+const MCP_BODY_LIMIT = 4 * 1024 * 1024;
 
 const health: Endpoint = async ({ res }) => {
   // Liveness only: the start-up probe ran before the port was opened, so "up" already means "DB was reachable".
@@ -64,17 +47,19 @@ const health: Endpoint = async ({ res }) => {
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
   const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
     parts.hostGuard.check(req);
-    const raw = req.method === 'POST' ? await readRpcBody(req) : undefined;
-    const identity = authenticate(req, parts.identitySecret);
-    const body = raw === undefined ? undefined : parseRpc(raw);
+    const { identity, body } = await readAuthenticatedRequest(req, {
+      key: parts.identityKey,
+      service: parts.service,
+      bodyLimit: MCP_BODY_LIMIT,
+    });
     const provisioning = await parts.provisioning(identity, reqLog);
     await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
   const routes = new Map<string, Readonly<Record<string, Endpoint>>>([
-    ['/health', { GET: health }],
-    [`/${parts.service}/health`, { GET: health }],
+    ['/health', { GET: health, HEAD: health }],
+    [`/${parts.service}/health`, { GET: health, HEAD: health }],
     [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
   ]);
 

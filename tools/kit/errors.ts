@@ -18,7 +18,7 @@ export class ToolHttpError extends Error {
   }
 }
 
-/** Identity headers missing, forged or stale (CONTRACT.md § Identity headers). */
+/** Identity headers missing, forged, made for another request or stale (docs/security.md). */
 export class UnauthorizedError extends ToolHttpError {
   constructor(reason: string) {
     super(401, 'UNAUTHORIZED', reason);

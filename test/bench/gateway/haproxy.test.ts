@@ -9,12 +9,13 @@ import { SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findHaproxy, type HaproxyJob, startHaproxy } from '../../../bench/gateway/haproxy.ts';
 import { AUDIENCE, SERVICE } from '../../../bench/gateway/shape.ts';
-import { type Identity, verifyIdentity } from '../../../lib/identity.ts';
+import { bodySha256, deriveIdentityKey, type Identity, verifyIdentity } from '../../../lib/identity.ts';
 import { freePort } from '../../helpers/processes.ts';
 
 // The benchmark compares the gateway with HAProxy doing "the same job". These tests hold the HAProxy side to
-// that: an upstream that checks the contract's identity signature sees exactly what the gateway would send,
-// and what the gateway refuses HAProxy refuses too.
+// that: an upstream that checks identity signature v2 as a tool server does (its own key, over the method, path
+// with query and body it received) sees exactly what the gateway would send, and what the gateway refuses
+// HAProxy refuses too.
 
 const SECRET = 'bench-identity-secret-0123456789abcdef0123';
 const ISSUER = 'http://127.0.0.1:9';
@@ -37,16 +38,26 @@ const seen: Seen[] = [];
 beforeAll(async () => {
   const bin = findHaproxy();
   if (!bin) throw new Error('haproxy is not installed (make test installs Debian haproxy)');
-  upstream = createServer((req, res) => {
+  upstream = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
     let identity: Seen['identity'];
     try {
-      identity = verifyIdentity(SECRET, req.headers);
+      identity = verifyIdentity(
+        deriveIdentityKey(SECRET, SERVICE),
+        {
+          service: SERVICE,
+          method: req.method!,
+          path: req.url!,
+          bodySha256: bodySha256(Buffer.concat(chunks)),
+        },
+        req.headers,
+      );
     } catch (err) {
       identity = { error: (err as Error).message };
     }
     seen.push({ identity, headers: req.headers });
-    req.resume();
-    req.on('end', () => res.end('{}'));
+    res.end('{}');
   });
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
   dir = mkdtempSync(join(tmpdir(), 'haproxy-test-'));
@@ -94,9 +105,14 @@ function token(
     .sign(key);
 }
 
-async function post(authorization: string, extra: Record<string, string> = {}, to = url) {
+async function post(
+  authorization: string,
+  extra: Record<string, string> = {},
+  to = url,
+  init: { method?: string; body?: string } = { method: 'POST', body: '{"jsonrpc":"2.0","id":1}' },
+) {
   const before = seen.length;
-  const res = await fetch(to, { method: 'POST', headers: { authorization, ...extra }, body: '{}' });
+  const res = await fetch(to, { method: init.method, headers: { authorization, ...extra }, body: init.body });
   await res.arrayBuffer();
   return { status: res.status, requestId: res.headers.get('x-request-id'), upstream: seen.slice(before) };
 }
@@ -121,6 +137,18 @@ describe('the benchmark HAProxy reference', () => {
     });
     expect(headers.authorization).toBeUndefined();
     expect(headers['x-platform-user-email']).not.toBe('admin@example.com');
+  });
+
+  it('signs the method, the path with its query and the body (a GET without one hashes the empty string)', async () => {
+    const t = await token();
+    const get = await post(`Bearer ${t}`, {}, `${url}?session=1`, { method: 'GET' });
+    expect(get.status).toBe(200);
+    expect(get.upstream[0]!.identity).toMatchObject({ sub: 'user-1', requestId: get.requestId });
+    const big = await post(`Bearer ${t}`, {}, url, {
+      method: 'POST',
+      body: JSON.stringify({ p: 'x'.repeat(8000) }),
+    });
+    expect(big.upstream[0]!.identity).toMatchObject({ sub: 'user-1' });
   });
 
   it.each([
