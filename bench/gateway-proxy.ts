@@ -5,7 +5,8 @@
 // answers a fixed ~500-byte JSON-RPC result; 50 connections; 50 distinct valid RS256 tokens (rotating, so the
 // verified-token cache holds 50 entries and revocation is checked on every request); real Redis. The upstream
 // and the proxy under test are pinned to core 0, the load generator to core 1, and the same load is run
-// straight at the upstream, through the gateway and, when `haproxy` is installed, through HAProxy twice
+// straight at the upstream, through the gateway, through a second gateway with a 50-rule per-tool policy
+// (bench/gateway/policy.ts; the ratio to the first is the policy's cost) and, when `haproxy` is installed, through HAProxy twice
 // (bench/gateway/haproxy.ts): verifying RS256 only — the reference the issue's target is named after — and
 // doing the gateway's whole per-request job.
 //
@@ -20,7 +21,7 @@
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
@@ -30,6 +31,7 @@ import { exportJWK, SignJWT } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
 import { findHaproxy, startHaproxy } from './gateway/haproxy.ts';
+import { benchPolicy } from './gateway/policy.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode as spawnPinned } from './gateway/processes.ts';
 import {
   AUDIENCE,
@@ -160,29 +162,39 @@ async function orchestrate(): Promise<void> {
     const { port: upstreamPort } = await firstJsonLine<{ port: number }>(upstream);
     const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
 
-    const gatewayPort = await freePort();
-    const gateway = spawnNode(0, [PLATFORM_BIN, 'gateway'], {
-      PATH: config.childEnv.PATH,
-      GATEWAY_PORT: String(gatewayPort),
-      PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}`,
-      GATEWAY_SERVICES: SERVICE,
-      BENCH_MCP_UPSTREAM: upstreamUrl,
-      PLATFORM_ISSUER: issuer,
-      PLATFORM_JWKS_URL: `${issuer}/keys`,
-      PLATFORM_AUDIENCE: AUDIENCE,
-      REDIS_URL: redisUrl,
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-      LOG_LEVEL: 'info',
-      // e.g. BENCH_GATEWAY_NODE_OPTIONS=--cpu-prof to profile the gateway under this load.
-      NODE_OPTIONS: config.gatewayNodeOptions,
-    });
-    children.push(gateway);
-    await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
-    const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+    /** A `platform gateway` before the upstream, pinned beside it; `extra` adds to its environment. */
+    const startGateway = async (extra: Record<string, string> = {}) => {
+      const port = await freePort();
+      const child = spawnNode(0, [PLATFORM_BIN, 'gateway'], {
+        PATH: config.childEnv.PATH,
+        GATEWAY_PORT: String(port),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+        GATEWAY_SERVICES: SERVICE,
+        BENCH_MCP_UPSTREAM: upstreamUrl,
+        PLATFORM_ISSUER: issuer,
+        PLATFORM_JWKS_URL: `${issuer}/keys`,
+        PLATFORM_AUDIENCE: AUDIENCE,
+        REDIS_URL: redisUrl,
+        GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        LOG_LEVEL: 'info',
+        // e.g. BENCH_GATEWAY_NODE_OPTIONS=--cpu-prof to profile the gateway under this load.
+        NODE_OPTIONS: config.gatewayNodeOptions,
+        ...extra,
+      });
+      children.push(child);
+      await firstJsonLine(child, (l) => l.msg === 'gateway listening');
+      return { child, url: `http://127.0.0.1:${port}` };
+    };
+    const gateway = await startGateway();
+    // The same gateway with a 50-rule per-tool policy (bench/gateway/policy.ts): the decision on every request.
+    const policyFile = join(scratch, 'policy.yaml');
+    writeFileSync(policyFile, benchPolicy(SERVICE, tokens.length));
+    const withPolicy = await startGateway({ GATEWAY_POLICY_FILE: policyFile });
 
     const targets: Target[] = [
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
-      { name: 'through the gateway', url: gatewayUrl, proxy: gateway, runs: [] },
+      { name: 'through the gateway', url: gateway.url, proxy: gateway.child, runs: [] },
+      { name: 'gateway + 50-rule policy', url: withPolicy.url, proxy: withPolicy.child, runs: [] },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
     // (the issue's), and HAProxy doing the gateway's whole job. Each its own process, idle while not measured.
@@ -233,7 +245,7 @@ async function orchestrate(): Promise<void> {
         t.runs.push(await measure({ url: t.url, tokens, connections, duration: slice }, [upstream, t.proxy]));
       }
     }
-    const [direct, through] = targets.map((t) => combine(t.runs)) as [Measured, Measured];
+    const [direct, through, policed] = targets.map((t) => combine(t.runs)) as [Measured, Measured, Measured];
     const perRound = (t: Target) =>
       t.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[0]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
@@ -268,6 +280,16 @@ async function orchestrate(): Promise<void> {
       ...targets.map((t) => row(t.name, combine(t.runs))),
       '',
       `ratio gateway / direct: ${ratio.toFixed(3)}× (target ≥ 0.25×); per round: ${perRound(targets[1]!)}`,
+      `ratio gateway with the 50-rule policy / without: ${(policed.requestsPerSecond / through.requestsPerSecond).toFixed(3)}× (target ≥ 0.95×); per round: ${targets[2]!.runs
+        .map((r, i) => `${(r.requestsPerSecond / targets[1]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
+        .join(', ')}`,
+      // CPU per request moves less with the shared machine's load than req/s: the policy's own cost.
+      `policy CPU: (upstream + gateway) µs/request without / with the policy = ${(
+        (through.cpuUsPerRequest[0]! + through.cpuUsPerRequest[1]!) /
+          (policed.cpuUsPerRequest[0]! + policed.cpuUsPerRequest[1]!)
+      ).toFixed(
+        3,
+      )}× (gateway alone: +${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request)`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.

@@ -12,6 +12,10 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
     .command('login')
     .description('sign in with the browser (loopback + PKCE) and store tokens for the other commands')
     .option('--issuer <url>', 'the platform issuer (PLATFORM_ISSUER, default http://localhost:4000)')
+    .option(
+      '--scope <scopes>',
+      'the scopes to ask for, space-separated (default: every scope the IdP offers)',
+    )
     .option('--no-browser', 'do not try to open a browser; only print the sign-in URL')
     .option('--device', 'sign in on another device (RFC 8628 device flow), for machines without a browser')
     .action((flags: ClientFlags & { device?: boolean }) =>

@@ -9,7 +9,14 @@ export function processEnv(): Env {
 
 export interface ClientConfig {
   issuer: string;
+  /** Where `issuer` came from, for error lines that must name what to change (`--issuer`, a variable, …). */
+  issuerFrom: string;
+  /** False when `issuer` is the default (neither --issuer nor PLATFORM_ISSUER given). */
+  issuerGiven: boolean;
   gatewayUrl: string;
+  gatewayFrom: string;
+  /** `platform login --scope`: the scopes to ask for; unset: every scope the issuer offers. */
+  scope: string | undefined;
   credentialsPath: string;
   /** A token given by --token / PLATFORM_TOKEN: used as is, never refreshed (headless use). */
   token: string | undefined;
@@ -25,25 +32,57 @@ export interface ClientFlags {
   issuer?: string;
   gateway?: string;
   token?: string;
+  scope?: string;
   /** commander's `--no-browser` sets this to false. */
   browser?: boolean;
 }
 
 const DEFAULT_LOGIN_TIMEOUT_SECONDS = 300;
+export const DEFAULT_ISSUER = 'http://localhost:4000';
+export const DEFAULT_GATEWAY = 'http://localhost:8080';
 
 /** The user-facing commands' settings (login, token, logout, call); flags win over the environment. */
 export function loadClientConfig(env: Env, flags: ClientFlags = {}): ClientConfig {
   const configHome = optionalString(env, 'XDG_CONFIG_HOME') ?? join(homedir(), '.config');
+  const issuer = pick(env, { flag: '--issuer', value: flags.issuer }, 'PLATFORM_ISSUER', DEFAULT_ISSUER);
+  const gateway = pick(
+    env,
+    { flag: '--gateway', value: flags.gateway },
+    'PLATFORM_GATEWAY_URL',
+    DEFAULT_GATEWAY,
+  );
+  const scope = flags.scope?.trim().replace(/\s+/g, ' ');
+  if (flags.scope !== undefined && !scope) throw new ConfigError('--scope', 'must name at least one scope');
   return Object.freeze({
-    issuer: flag('--issuer', flags.issuer) ?? httpUrl(env, 'PLATFORM_ISSUER') ?? 'http://localhost:4000',
-    gatewayUrl:
-      flag('--gateway', flags.gateway) ?? httpUrl(env, 'PLATFORM_GATEWAY_URL') ?? 'http://localhost:8080',
+    issuer: issuer.url,
+    issuerFrom: issuer.from,
+    issuerGiven: issuer.given,
+    gatewayUrl: gateway.url,
+    gatewayFrom: gateway.from,
+    scope,
     credentialsPath: join(configHome, 'platform', 'credentials.json'),
     token: flags.token?.trim() || optionalString(env, 'PLATFORM_TOKEN'),
     loginTimeoutMs: seconds(env, 'PLATFORM_LOGIN_TIMEOUT', DEFAULT_LOGIN_TIMEOUT_SECONDS) * 1000,
     openBrowser: flags.browser !== false,
     browserCommand: optionalString(env, 'BROWSER'),
   });
+}
+
+/**
+ * A URL from its flag, else its variable, else the default, with the words that say where it came from: an
+ * error line about the URL then names what to change.
+ */
+function pick(
+  env: Env,
+  given: { flag: string; value: string | undefined },
+  variable: string,
+  fallback: string,
+): { url: string; from: string; given: boolean } {
+  const fromFlag = flag(given.flag, given.value);
+  if (fromFlag) return { url: fromFlag, from: `from ${given.flag}`, given: true };
+  const fromEnv = httpUrl(env, variable);
+  if (fromEnv) return { url: fromEnv, from: `from ${variable}`, given: true };
+  return { url: fallback, from: `the default; ${given.flag} or ${variable} sets another`, given: false };
 }
 
 /** A URL flag, checked like its variable; the ConfigError names the flag. */

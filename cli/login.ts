@@ -19,15 +19,16 @@ const FALLBACK_SCOPE = 'openid profile email';
  * and unreachable; a failed login leaves the stored one as it was.
  */
 export async function login(config: ClientConfig, io: Io): Promise<Credentials> {
-  const server = await discoverIssuer(config.issuer, { warn: io.err });
+  const server = await discoverIssuer(config.issuer, { warn: io.err, from: config.issuerFrom });
   const listener = await startLoopbackListener();
   try {
     const verifier = oidc.randomPKCECodeVerifier();
     const state = oidc.randomState();
     const nonce = oidc.randomNonce();
     const metadata = server.serverMetadata();
-    // Ask for every scope the issuer offers: the issuer narrows it to what the user is entitled to.
-    const scope = metadata.scopes_supported?.join(' ') || FALLBACK_SCOPE;
+    // --scope, else every scope the issuer offers: the issuer narrows it to what the user is entitled to
+    // (`platform:admin` is offered, and granted only to the IdP's administrators).
+    const scope = config.scope ?? (metadata.scopes_supported?.join(' ') || FALLBACK_SCOPE);
     const url = oidc.buildAuthorizationUrl(server, {
       redirect_uri: listener.redirectUri,
       scope,

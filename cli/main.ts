@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../lib/config.ts';
 import { registerAdmin } from './admin.ts';
@@ -5,9 +6,30 @@ import { registerClientCommands } from './client-commands.ts';
 import { processEnv } from './config.ts';
 import { runMigrate } from './migrate.ts';
 
-const program = new Command('platform')
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
+  version: string;
+};
+
+/** Every usage error is one line naming the help to read; subcommands made with `.command()` inherit it. */
+class PlatformCommand extends Command {
+  override createCommand(name?: string): Command {
+    return new PlatformCommand(name);
+  }
+  override error(message: string, opts?: { code?: string; exitCode?: number }): never {
+    const text = message.replace(/^error: /, '').replace(/\s*\n\s*/g, ' ');
+    return super.error(`platform: ${text} (see \`${commandPath(this)} --help\`)`, opts);
+  }
+}
+
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
+const program = new PlatformCommand('platform')
   .description('Platform identity: OIDC provider, gateway, MCP tool servers and their clients')
-  .showHelpAfterError()
+  .version(version, '-V, --version', 'print the version')
   .exitOverride();
 
 program
@@ -63,12 +85,20 @@ registerAdmin(program);
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  // Commander reports every usage mistake (unknown command or option, missing argument) with 1; ours is 2.
-  if (err instanceof CommanderError) process.exit(err.exitCode === 1 ? 2 : err.exitCode);
+  if (err instanceof CommanderError) process.exit(commanderExitCode(err));
   if (err instanceof ConfigError) {
     process.stderr.write(`platform: configuration error: ${err.message}\n`);
     process.exit(2);
   }
   process.stderr.write(`platform: ${(err as Error).message}\n`);
   process.exit(1);
+}
+
+/**
+ * commander exits 1 on every mistake; ours are 0 for help and --version, 2 for a usage error (unknown
+ * subcommand or option, missing or malformed argument, and `platform` alone, which prints the help).
+ */
+function commanderExitCode(err: CommanderError): number {
+  if (err.exitCode === 0) return 0;
+  return err.code === 'commander.executeSubCommandAsync' ? err.exitCode : 2;
 }

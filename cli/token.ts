@@ -3,7 +3,7 @@ import { type Credentials, readCredentials, writeCredentials } from './client/cr
 import { CliError, LOGIN_HINT } from './client/errors.ts';
 import { withFileLock } from './client/file-lock.ts';
 import type { Io } from './client/io.ts';
-import { describeOidcError, discoverIssuer, oauthErrorCode } from './client/oidc.ts';
+import { describeOidcError, discoverIssuer, FROM_STORED_LOGIN, oauthErrorCode } from './client/oidc.ts';
 import { credentialsFromTokens } from './client/tokens.ts';
 import type { ClientConfig } from './config.ts';
 
@@ -55,7 +55,11 @@ function needsRefresh(creds: Credentials, now = Date.now() / 1000): boolean {
 async function refresh(path: string, creds: Credentials, io: Io): Promise<Credentials> {
   let tokens: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
   try {
-    const server = await discoverIssuer(creds.issuer, { clientId: creds.client_id, warn: io.err });
+    const server = await discoverIssuer(creds.issuer, {
+      clientId: creds.client_id,
+      warn: io.err,
+      from: FROM_STORED_LOGIN,
+    });
     tokens = await oidc.refreshTokenGrant(server, creds.refresh_token);
   } catch (err) {
     const code = oauthErrorCode(err);

@@ -11,9 +11,13 @@ import type { GatewayConfig, ServiceConfig } from './config.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
+import type { PolicyFile } from './policy/gate.ts';
+import type { RpcCall } from './policy/rpc.ts';
+import type { ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
+import { checkMcpHeaders, decodeHeaderValue } from './proxy/mcp-headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
 
@@ -22,6 +26,8 @@ export interface GatewayContext {
   verify: VerifyToken;
   revocation: RevocationCheck;
   upstreams: ReadonlyMap<string, Upstream>;
+  /** The per-tool policy; undefined (no GATEWAY_POLICY_FILE): nothing is checked beyond the service's scope. */
+  policy?: PolicyFile | undefined;
   /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
   bodies: BodyReader;
   log: Logger;
@@ -58,7 +64,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  *   *   /<service>/…                                          bearer required; proxied with the prefix kept
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, revocation, log } = ctx;
+  const { config, verify, revocation, policy, log } = ctx;
   const routes = new Map<string, Route>();
   for (const service of config.services) {
     routes.set(service.name, {
@@ -149,6 +155,33 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
     bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
+      if (h.mcpMethod !== undefined && req.method === 'POST') {
+        try {
+          checkMcpHeaders(h, body);
+        } catch (e) {
+          return fail(req, res, requestId, route, e);
+        }
+      }
+      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
+      let narrow: ToolFilter | undefined;
+      if (policy !== undefined) {
+        try {
+          // A compressed body cannot be read here, so no rule could be applied to what it asks for.
+          if (body !== null && contentEncoded(h.forward)) {
+            throw new BadRequestError(
+              'encoded_body',
+              'a compressed request body cannot be checked against the tool policy; send it uncompressed',
+            );
+          }
+          // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
+          narrow =
+            h.mcpMethod !== undefined && req.method === 'POST'
+              ? policy.current.checkCalls(route.service.name, headerCalls(h), t)
+              : policy.current.check(route.service.name, body ?? undefined, t);
+        } catch (refusal) {
+          return fail(req, res, requestId, route, refusal);
+        }
+      }
       const { upstream } = route;
       const path = upstream.basePath + req.url;
       const signed: SignedRequest = {
@@ -167,7 +200,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         requestId,
       });
       for (const name in identity) h.forward.push(name, identity[name]!);
-      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body });
+      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
     });
   }
 
@@ -242,6 +275,26 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   return handle;
+}
+
+/** The call a 2026-07-28 request names in its headers (checked against the body by checkMcpHeaders). */
+function headerCalls(h: InboundHeaders): RpcCall[] {
+  const method = h.mcpMethod;
+  const tool = method === 'tools/call' && h.mcpName !== undefined ? decodeHeaderValue(h.mcpName) : undefined;
+  return [{ method, tool }];
+}
+
+/**
+ * Whether the request carries a Content-Encoding other than identity (only looked at under a policy; the header
+ * scan has lowercased the forwarded names).
+ */
+function contentEncoded(headers: readonly string[]): boolean {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i] === 'content-encoding' && headers[i + 1]!.trim().toLowerCase() !== 'identity') {
+      return true;
+    }
+  }
+  return false;
 }
 
 function pathOf(url: string | undefined): string {

@@ -25,9 +25,9 @@ export interface HostPattern {
 
 export interface ServiceConfig {
   name: string;
-  /** Upstream origin, e.g. `http://deals:3000` (no path). */
-  upstreamOrigin: string;
-  /** Path the upstream's base URL carries, prepended to the forwarded path ('' for none). */
+  /** Upstream origins (one per tool server replica), e.g. `http://deals-1:3000`; requests are spread over them. */
+  upstreamOrigins: readonly string[];
+  /** Path the upstreams' base URLs carry (the same for all), prepended to the forwarded path ('' for none). */
   upstreamBasePath: string;
   appIdUri: string;
   /** Entra client id of the connector app; undefined: the Entra path is off for this service. */
@@ -83,6 +83,8 @@ export interface GatewayConfig {
   /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
   upstreamRetryMs: number;
   shutdownGraceMs: number;
+  /** The per-tool policy (YAML); undefined: every caller with a service's scope may call all its tools. */
+  policyFile: string | undefined;
 }
 
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -134,9 +136,23 @@ function origin(name: string, value: string): string {
 function loadService(env: Env, name: string, base: URL, identitySecret: string): ServiceConfig {
   const P = envPrefix(name);
   const upstreamVar = `${P}_MCP_UPSTREAM`;
-  const upstream = httpUrl(env, upstreamVar, requiredString(env, upstreamVar))!;
-  const u = new URL(upstream);
-  if (u.username || u.password) throw new ConfigError(upstreamVar, 'must not carry credentials');
+  requiredString(env, upstreamVar);
+  // Several replicas of one tool server: a comma-separated list, all with the same base path (the identity
+  // signature covers the path the tool server sees, so it must not depend on which replica answers).
+  const upstreams = csv(env, upstreamVar).map((value) => {
+    const u = new URL(httpUrl({ [upstreamVar]: value }, upstreamVar, value)!);
+    if (u.username || u.password) throw new ConfigError(upstreamVar, 'must not carry credentials');
+    return { origin: u.origin, basePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '') };
+  });
+  if (upstreams.length === 0) throw new ConfigError(upstreamVar, 'is required');
+  const basePath = upstreams[0]!.basePath;
+  if (upstreams.some((x) => x.basePath !== basePath)) {
+    throw new ConfigError(upstreamVar, 'all upstreams of a service must have the same path');
+  }
+  const upstreamOrigins = [...new Set(upstreams.map((x) => x.origin))];
+  if (upstreamOrigins.length !== upstreams.length) {
+    throw new ConfigError(upstreamVar, 'names an upstream twice');
+  }
   const appIdUri =
     optionalString(env, `${P}_MCP_APP_ID_URI`) ??
     `${base.origin}${base.pathname.replace(/\/$/, '')}/${name}/mcp`;
@@ -162,8 +178,8 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
   const prefix = `${base.origin}${base.pathname.replace(/\/$/, '')}/${name}`;
   return Object.freeze({
     name,
-    upstreamOrigin: u.origin,
-    upstreamBasePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, ''),
+    upstreamOrigins: Object.freeze(upstreamOrigins),
+    upstreamBasePath: basePath,
     appIdUri,
     entraClientId: clientId?.toLowerCase(),
     allowedHosts: Object.freeze(hosts),
@@ -267,5 +283,6 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
       number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,
     upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,
     shutdownGraceMs: number(env, 'GATEWAY_SHUTDOWN_GRACE_SECONDS', 10, { min: 0, max: 600 }) * 1000,
+    policyFile: optionalString(env, 'GATEWAY_POLICY_FILE'),
   });
 }

@@ -83,3 +83,22 @@ export class BodyTimeoutError extends GatewayError {
     super('body_timeout', `request body did not arrive within ${timeoutMs} ms`);
   }
 }
+
+/**
+ * 400 with a JSON-RPC error (−32020 HeaderMismatch), not the gateway's error body: MCP 2026-07-28 clients read
+ * the JSON-RPC error to tell a header problem from an older server (proxy/mcp-headers.ts).
+ */
+export class HeaderMismatchError extends GatewayError {
+  readonly status = 400;
+  readonly code = 'HEADER_MISMATCH';
+  override readonly name = 'HeaderMismatchError';
+  /** The JSON-RPC id of the refused request, when the body had one. */
+  readonly rpcId: string | number | null;
+  constructor(rpcId: string | number | null, message: string) {
+    super('mcp_header_mismatch', message);
+    this.rpcId = rpcId;
+  }
+}
+
+/** The JSON-RPC error code of HeaderMismatchError (MCP 2026-07-28). */
+export const HEADER_MISMATCH_CODE = -32020;

@@ -10,4 +10,6 @@ export async function main(env: Env): Promise<void> {
   const log = createLogger({ name: 'gateway', level: config.logLevel });
   const gateway = await startGateway(config, { log });
   onShutdown(log, () => gateway.close());
+  // Reloading swaps the rules between requests; nothing in flight is dropped (and SIGHUP no longer ends us).
+  process.on('SIGHUP', () => void gateway.reloadPolicy());
 }

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from '../lib/logger.ts';
 import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './auth/errors.ts';
 import type { ServiceConfig } from './config.ts';
-import { GatewayError, MethodNotAllowedError } from './errors.ts';
+import { GatewayError, HEADER_MISMATCH_CODE, HeaderMismatchError, MethodNotAllowedError } from './errors.ts';
 
 export interface ErrorContext {
   requestId: string;
@@ -75,6 +75,9 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
     reason = 'internal_error';
     x.log.error({ reqId: x.requestId, method: x.method, path: x.path, err }, 'unexpected error');
   }
-  const body = JSON.stringify({ error: { code, message, context: { request_id: x.requestId, reason } } });
+  const body =
+    err instanceof HeaderMismatchError
+      ? JSON.stringify({ jsonrpc: '2.0', id: err.rpcId, error: { code: HEADER_MISMATCH_CODE, message } })
+      : JSON.stringify({ error: { code, message, context: { request_id: x.requestId, reason } } });
   sendJsonBody(res, status, body, headers);
 }

@@ -10,6 +10,8 @@ import type { GatewayConfig } from './config.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { PolicyFile } from './policy/gate.ts';
+import { PolicyFileError } from './policy/load.ts';
 import { createBodyReader } from './proxy/body.ts';
 import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
@@ -29,7 +31,25 @@ export interface GatewayDeps {
 export interface RunningGateway {
   url: string;
   port: number;
+  /** SIGHUP: re-reads GATEWAY_POLICY_FILE; a bad file keeps the rules in force. False when nothing changed. */
+  reloadPolicy(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** The policy file, loaded before anything else starts: a bad one stops start-up with one line naming it. */
+async function loadPolicy(config: GatewayConfig, log: Logger): Promise<PolicyFile | undefined> {
+  if (config.policyFile === undefined) return undefined;
+  try {
+    return await PolicyFile.load({
+      path: config.policyFile,
+      services: config.services.map((s) => s.name),
+      log,
+    });
+  } catch (err) {
+    if (err instanceof PolicyFileError)
+      throw new ConfigError('GATEWAY_POLICY_FILE', `${config.policyFile}: ${err.message}`);
+    throw err;
+  }
 }
 
 /** How long start-up waits for the revocation mirror before listening anyway (Redis down must not stop us). */
@@ -37,6 +57,7 @@ const MIRROR_STARTUP_WAIT_MS = 3000;
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
   const { log } = deps;
+  const policy = await loadPolicy(config, log);
   const http = new JwksHttpClient();
   let redis: RedisClients | undefined;
   let sync: RevocationSync | undefined;
@@ -90,7 +111,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
-  const handler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, log });
+  const handler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, policy, log });
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,
@@ -105,7 +126,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const release = async () => {
     sync?.stop();
     bodies.close();
-    await Promise.all([...upstreams.values()].map((u) => u.pool.destroy()));
+    await Promise.all([...upstreams.values()].map((u) => u.close()));
     await redis?.close();
     await http.close();
   };
@@ -122,17 +143,25 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
         port: addr.port,
         services: config.services.map((s) => ({
           name: s.name,
-          upstream: s.upstreamOrigin + s.upstreamBasePath,
+          upstreams: s.upstreamOrigins.map((o) => o + s.upstreamBasePath),
         })),
         platformIssuer: platform?.issuer,
         entraTenant: entra?.tenantId,
         revocationMode: deps.revocations ? 'in-process' : config.revocationMode,
+        policyRules: policy?.current.ruleCount,
       },
       'gateway listening',
     );
     return {
       url: `http://127.0.0.1:${addr.port}`,
       port: addr.port,
+      async reloadPolicy() {
+        if (policy === undefined) {
+          log.info('no GATEWAY_POLICY_FILE: no policy to reload');
+          return false;
+        }
+        return policy.reload();
+      },
       async close() {
         await drain(server, config.shutdownGraceMs);
         await release();

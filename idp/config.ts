@@ -7,6 +7,7 @@ import {
   type Env,
   httpUrl,
   logLevel,
+  oneOf,
   optionalString,
   port,
   redisUrl,
@@ -37,6 +38,10 @@ export interface IdpConfig {
   logLevel: string;
   /** Client ID Metadata Documents: hosts allowed to serve them (empty: any public host), an extra CA (PEM). */
   cimd: { allowedHosts: readonly HostPattern[]; ca: string | undefined };
+  /** `open`: every user gets every service; `managed`: only services granted to the user's email or roles. */
+  entitlements: 'open' | 'managed';
+  /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
+  rolesSql: string | undefined;
   /** PLATFORM_ADMIN_EMAILS, lowercased: who may be granted `platform:admin` and use the admin API. */
   adminEmails: ReadonlySet<string>;
   /** PLATFORM_RATE_LIMITS over the defaults (docs/idp.md § Rate limits). */
@@ -137,6 +142,16 @@ function cimdConfig(env: Env): IdpConfig['cimd'] {
   return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca });
 }
 
+/** Checked for shape here; the database checks the query itself at start-up (see entitlements/roles.ts). */
+function rolesSql(env: Env): string | undefined {
+  const sql = optionalString(env, 'PLATFORM_ROLES_SQL');
+  if (sql === undefined) return undefined;
+  if (!/\$1(?!\d)/.test(sql)) throw new ConfigError('PLATFORM_ROLES_SQL', 'must take the user id as $1');
+  if (/\$(?:[2-9]|1\d)/.test(sql))
+    throw new ConfigError('PLATFORM_ROLES_SQL', 'takes one parameter, $1 (the user id)');
+  return sql.replace(/;\s*$/, '');
+}
+
 function adminEmails(env: Env): ReadonlySet<string> {
   const list = csv(env, 'PLATFORM_ADMIN_EMAILS').map((e) => e.toLowerCase());
   for (const e of list) {
@@ -191,6 +206,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     redisUrl: redis,
     logLevel: logLevel(env),
     cimd: cimdConfig(env),
+    entitlements: oneOf(env, 'PLATFORM_ENTITLEMENTS', ['open', 'managed'] as const, 'open'),
+    rolesSql: rolesSql(env),
     adminEmails: adminEmails(env),
     rateLimits: parseRateLimits(optionalString(env, 'PLATFORM_RATE_LIMITS')),
     trustedProxies: parseTrustedProxies(csv(env, 'PLATFORM_TRUSTED_PROXIES')),

@@ -3,6 +3,7 @@ import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { IdpConfig } from './config.ts';
+import type { Entitlements } from './entitlements/entitlements.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
 import type { AdminAuditStore } from './store/admin-audit.ts';
@@ -28,6 +29,7 @@ export interface IdpContext {
   sessions: SessionStore;
   /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */
   revocations: RevocationPublisher;
+  entitlements: Entitlements;
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;

@@ -40,6 +40,11 @@ export interface TokenClaimsForCheck {
 export interface RevocationService {
   revokeToken(o: { jti: string; by: string; exp?: number }): Promise<RevokeTokenResult>;
   revokeUser(o: { email: string; by: string }): Promise<RevokeUserResult>;
+  /**
+   * Cut-offs only (an ungrant): the subjects' and the email's live access tokens are refused; refresh tokens
+   * stay valid, so the clients refresh and get what the user is entitled to now.
+   */
+  cutOff(o: { email: string; subjects: readonly string[]; by: string }): Promise<{ cutoff: number }>;
   /** One sign-in (refresh-token family); its access tokens live out their hour. Returns tokens revoked. */
   revokeFamily(o: { familyId: string; by: string; reason?: string }): Promise<number>;
   /** Whether a token this provider issued is revoked (jti, subject cut-off or email cut-off). */
@@ -160,6 +165,28 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       });
       log.info({ email: e, subjects: result.subjects, by }, 'user revoked');
       return result;
+    },
+
+    async cutOff({ email, subjects, by }) {
+      const e = email.trim().toLowerCase();
+      const cutoff = nowSeconds();
+      await pool.query(
+        `INSERT INTO platform.revocations (kind, value, cutoff, expires_at, revoked_by)
+         SELECT k, v, $3, to_timestamp($4), $5 FROM unnest($1::text[], $2::text[]) AS t(k, v)`,
+        [
+          ['email', ...subjects.map(() => 'sub')],
+          [e, ...subjects],
+          cutoff,
+          cutoff + SUB_CUTOFF_TTL_SECONDS,
+          by,
+        ],
+      );
+      await publish('cut-off', async () => {
+        await publisher.denyEmail(e, cutoff);
+        for (const s of subjects) await publisher.denySubject(s, cutoff);
+      });
+      log.info({ email: e, subjects, by }, 'live tokens cut off');
+      return { cutoff };
     },
 
     async revokeFamily({ familyId, by, reason }) {

@@ -73,3 +73,11 @@ export function withoutAdminUnlessAdmin(scope: string, isAdmin: boolean): string
     .filter((s) => s !== ADMIN_SCOPE)
     .join(' ');
 }
+
+/** A granted scope without the services the user is not (or no longer) entitled to. */
+export function entitledScope(scope: string, entitled: ReadonlySet<string>): string {
+  return scope
+    .split(' ')
+    .filter((s) => s !== '' && (!s.startsWith('mcp:') || entitled.has(s.slice(4))))
+    .join(' ');
+}

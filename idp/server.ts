@@ -9,6 +9,8 @@ import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { createEntitlements } from './entitlements/entitlements.ts';
+import { createRoleSource } from './entitlements/roles.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
@@ -106,6 +108,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       log: log.child({ component: 'revocation' }),
       usersTable: idType ? ident(config.authjs.usersTable) : undefined,
     });
+    const entitlements = createEntitlements({
+      pool,
+      config,
+      roles: await createRoleSource(pool, config.rolesSql),
+      usersIdType: idType,
+      revocation,
+    });
     const ctx: IdpContext = {
       config,
       keys,
@@ -118,6 +127,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
       sessions: createSessionStore(pool, config.authjs),
+      entitlements,
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
@@ -146,7 +156,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
-    log.info({ port: addr.port, issuer: config.issuer, kids: keys.map((k) => k.kid) }, 'idp listening');
+    log.info(
+      {
+        port: addr.port,
+        issuer: config.issuer,
+        kids: keys.map((k) => k.kid),
+        entitlements: config.entitlements,
+      },
+      'idp listening',
+    );
     return {
       server,
       port: addr.port,

@@ -30,7 +30,8 @@ export function createLogger({ name, level = 'info', destination }: LoggerOption
     name,
     level,
     redact: { paths: REDACT, censor: '[redacted]' },
-    base: { pid: process.pid, service: name },
+    // `name` says which process wrote the line; `service`, where a line has one, is the MCP service it concerns.
+    base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   return destination ? pino(opts, destination) : pino(opts);

@@ -1,5 +1,5 @@
 import * as oidc from 'openid-client';
-import { CliError, describeError } from './errors.ts';
+import { CliError, describeError, isUnreachable } from './errors.ts';
 
 /** The static, pre-registered first-party client (spec: command-line login sequence, step 2). */
 export const CLI_CLIENT_ID = 'platform-cli';
@@ -12,7 +12,12 @@ const LOOPBACK = new Set(['localhost', '127.0.0.1', '[::1]']);
 export interface IssuerOptions {
   /** Told once when the issuer is plain http on a non-loopback host (tokens would cross the network in clear). */
   warn?: (message: string) => void;
+  /** Where the issuer URL came from (`from --issuer`, …), named when it cannot be used. */
+  from?: string;
 }
+
+/** What `from` says for an issuer read from the stored credentials. */
+export const FROM_STORED_LOGIN = 'stored by `platform login`';
 
 /**
  * The issuer's metadata from discovery (`/.well-known/openid-configuration`), bound to the CLI client. The
@@ -42,9 +47,11 @@ export async function discoverIssuer(
       execute: insecure ? [oidc.allowInsecureRequests] : [],
     });
   } catch (err) {
-    throw new CliError('UNREACHABLE', `cannot use issuer ${issuer}: ${describeOidcError(err)}`, {
-      cause: err,
-    });
+    const where = opts.from ? `${issuer} (${opts.from})` : issuer;
+    const message = isUnreachable(err)
+      ? `cannot reach the IdP at ${where}: ${describeError(err)}`
+      : `cannot use the IdP at ${where}: ${describeOidcError(err)}`;
+    throw new CliError('UNREACHABLE', message, { cause: err });
   }
 }
 

@@ -2,7 +2,7 @@ import * as oidc from 'openid-client';
 import type { Credentials } from './credentials.ts';
 import { CliError } from './errors.ts';
 import type { Io } from './io.ts';
-import { describeOidcError, discoverIssuer } from './oidc.ts';
+import { describeOidcError, discoverIssuer, FROM_STORED_LOGIN } from './oidc.ts';
 
 /**
  * Revokes a stored sign-in at its issuer (RFC 7009): the refresh token, which makes the issuer revoke the whole
@@ -12,7 +12,11 @@ import { describeOidcError, discoverIssuer } from './oidc.ts';
  */
 export async function revokeSignIn(creds: Credentials, io: Io, what: string): Promise<boolean> {
   try {
-    const server = await discoverIssuer(creds.issuer, { clientId: creds.client_id, warn: io.err });
+    const server = await discoverIssuer(creds.issuer, {
+      clientId: creds.client_id,
+      warn: io.err,
+      from: FROM_STORED_LOGIN,
+    });
     await oidc.tokenRevocation(server, creds.refresh_token, { token_type_hint: 'refresh_token' });
     if (creds.expires_at > Date.now() / 1000) {
       await oidc

@@ -45,9 +45,19 @@ export interface DevConfig {
   services: readonly ToolServiceName[];
   toolPorts: Readonly<Record<ToolServiceName, number>>;
   logLevel: string;
+  /**
+   * PLATFORM_ADMIN_EMAILS: who administers the dev stack. Default: the development user the sign-in page
+   * offers, so `platform admin …` works against `make dev` with nothing set.
+   */
+  adminEmails: string;
+  /** PATH, to print the banner's command lines the way this shell will run them. */
+  searchPath: string;
   /** The environment as given, for the component loaders below (dev's values are laid over it). */
   env: Env;
 }
+
+/** The development user: pre-filled on the sign-in page, and an administrator unless PLATFORM_ADMIN_EMAILS says otherwise. */
+export const DEV_USER_EMAIL = 'dev@example.com';
 
 const DEFAULT_TOOL_PORTS: Readonly<Record<ToolServiceName, number>> = {
   platform: 3001,
@@ -87,6 +97,8 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
     services: TOOL_SERVICES,
     toolPorts: Object.freeze(toolPorts),
     logLevel: logLevel(env),
+    adminEmails: optionalString(env, 'PLATFORM_ADMIN_EMAILS') ?? DEV_USER_EMAIL,
+    searchPath: optionalString(env, 'PATH') ?? '',
     env,
   });
 }
@@ -100,6 +112,7 @@ export function devIdpConfig(
     {
       PLATFORM_SERVICES: dev.services.join(','),
       ...dev.env,
+      PLATFORM_ADMIN_EMAILS: dev.adminEmails,
       IDP_PORT: String(dev.idpPort),
       PLATFORM_OIDC_ISSUER: dev.issuer,
       PUBLIC_BASE_URL: dev.publicBaseUrl,
@@ -122,6 +135,7 @@ export function devToolConfig(
 ): ToolServerConfig {
   return loadToolConfig(name, {
     ...dev.env,
+    PLATFORM_ADMIN_EMAILS: dev.adminEmails,
     [`${name.toUpperCase()}_MCP_PORT`]: String(dev.toolPorts[name]),
     DATABASE_URL: runtime.databaseUrl,
     GATEWAY_IDENTITY_SECRET: undefined,

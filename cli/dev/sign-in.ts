@@ -14,6 +14,10 @@ export interface DevSignInOptions {
   authjs: { usersTable: string; accountsTable: string; sessionsTable: string; subjectProvider: string };
   /** Cookie the IdP reads (the first of PLATFORM_SESSION_COOKIE's names). */
   cookieName: string;
+  /** The email the form offers (the development user). */
+  suggestedEmail: string;
+  /** PLATFORM_ADMIN_EMAILS as configured, shown on the page so the user knows who may administer. */
+  adminEmails: string;
   log: Logger;
 }
 
@@ -80,7 +84,9 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
 
   async function handle(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     if (url.pathname !== SIGN_IN_PATH) return sendText(res, 404, 'Not found.\n');
-    if (req.method === 'GET') return sendPage(res, 200, form(url.searchParams.get('callbackUrl') ?? '', ''));
+    const page = (callbackUrl: string, problem: string) =>
+      form({ callbackUrl, problem, email: opts.suggestedEmail, admins: opts.adminEmails });
+    if (req.method === 'GET') return sendPage(res, 200, page(url.searchParams.get('callbackUrl') ?? '', ''));
     if (req.method !== 'POST') return sendText(res, 405, 'Method not allowed.\n', { allow: 'GET, POST' });
     // Login CSRF: another site must not be able to sign this browser in as someone else. Every IdP response
     // carries Referrer-Policy: no-referrer, under which a browser sends `Origin: null` even for this page's own
@@ -92,7 +98,7 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
     const body = await readForm(req);
     const callbackUrl = body.get('callbackUrl') ?? '';
     const email = (body.get('email') ?? '').trim().toLowerCase();
-    if (!EMAIL.test(email)) return sendPage(res, 400, form(callbackUrl, 'Enter an email address.'));
+    if (!EMAIL.test(email)) return sendPage(res, 400, page(callbackUrl, 'Enter an email address.'));
     const { sessionToken, userId } = await signIn(email);
     opts.log.info({ userId }, 'dev sign-in: session created');
     const cookie = `${opts.cookieName}=${sessionToken}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${SESSION_SECONDS}${secure ? '; Secure' : ''}`;
@@ -141,7 +147,8 @@ export function fakeObjectId(email: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
 
-function form(callbackUrl: string, problem: string): string {
+function form(p: { callbackUrl: string; problem: string; email: string; admins: string }): string {
+  const { callbackUrl, problem } = p;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in (development)</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -149,12 +156,13 @@ function form(callbackUrl: string, problem: string): string {
 input,button{font:inherit;padding:.5rem;width:100%;box-sizing:border-box;margin:.25rem 0}
 .note{color:#555;font-size:.9rem}.problem{color:#b00}</style></head>
 <body><h1>Sign in</h1>
-<p class="note">Development sign-in standing in for the web application: any email signs in, no password.</p>
+<p class="note">Development sign-in standing in for the web application: any email signs in, no password.
+Administrators of this stack (PLATFORM_ADMIN_EMAILS): ${escapeHtml(p.admins.split(',').join(', ')) || 'none'}.</p>
 ${problem ? `<p class="problem">${escapeHtml(problem)}</p>` : ''}
 <form method="post" action="${SIGN_IN_PATH}">
 <input type="hidden" name="callbackUrl" value="${escapeHtml(callbackUrl)}">
 <label for="email">Email</label>
-<input id="email" name="email" type="email" autocomplete="email" required autofocus>
+<input id="email" name="email" type="email" autocomplete="email" value="${escapeHtml(p.email)}" required autofocus>
 <button type="submit">Sign in</button>
 </form></body></html>
 `;

@@ -9,7 +9,7 @@ import { migrate } from '../../lib/migrate.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
 import { startToolServer } from '../../tools/server.ts';
 import { MIGRATION_SETS } from '../migrations.ts';
-import { type DevConfig, devGatewayConfig, devIdpConfig, devToolConfig } from './config.ts';
+import { DEV_USER_EMAIL, type DevConfig, devGatewayConfig, devIdpConfig, devToolConfig } from './config.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { SIGN_IN_PATH, withDevSignIn } from './sign-in.ts';
 import { loadOrCreateDevSigningKey } from './signing-key.ts';
@@ -77,6 +77,8 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
             issuer: idpConfig.issuer,
             authjs: idpConfig.authjs,
             cookieName: idpConfig.sessionCookie,
+            suggestedEmail: DEV_USER_EMAIL,
+            adminEmails: config.adminEmails,
             log: log.child({ component: 'dev-sign-in' }),
           },
           handler,

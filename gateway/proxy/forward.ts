@@ -3,29 +3,48 @@ import { type Dispatcher, Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
 import { type GatewayError, UpstreamUnavailableError } from '../errors.ts';
+import { narrowJsonBody, SseToolsNarrower, type ToolFilter } from '../policy/tools-list.ts';
 import { responseHeaders } from './headers.ts';
 
-/** One tool server: a keep-alive connection pool and the path its base URL carries. */
+/**
+ * One tool server: a keep-alive connection pool per replica (`<SERVICE>_MCP_UPSTREAM` lists them) and the path
+ * their base URLs carry. Tool servers are stateless, so any replica may answer any request: requests take the
+ * replicas in turn.
+ */
 export interface Upstream {
   service: ServiceConfig;
-  pool: Pool;
+  pools: readonly Pool[];
   basePath: string;
+  /** Round-robin position: the replica the next request starts with. */
+  next: number;
+  close(): Promise<void>;
 }
 
 export function createUpstream(config: GatewayConfig, service: ServiceConfig): Upstream {
-  const pool = new Pool(service.upstreamOrigin, {
-    // No body timeout: an MCP SSE stream may stay quiet for minutes (undici's default 300 s would cut it).
-    // The client going away is what ends an idle stream (see ProxyHandler).
-    bodyTimeout: 0,
-    headersTimeout: config.upstreamHeadersTimeoutMs,
-    connect: { timeout: 5000 },
-    // Tool servers speak HTTP/1.1; no ALPN surprises on an https upstream.
-    allowH2: false,
-  });
-  return { service, pool, basePath: service.upstreamBasePath };
+  const pools = service.upstreamOrigins.map(
+    (origin) =>
+      new Pool(origin, {
+        // No body timeout: an MCP SSE stream may stay quiet for minutes (undici's default 300 s would cut it).
+        // The client going away is what ends an idle stream (see ProxyHandler).
+        bodyTimeout: 0,
+        headersTimeout: config.upstreamHeadersTimeoutMs,
+        connect: { timeout: 5000 },
+        // Tool servers speak HTTP/1.1; no ALPN surprises on an https upstream.
+        allowH2: false,
+      }),
+  );
+  return {
+    service,
+    pools,
+    basePath: service.upstreamBasePath,
+    next: 0,
+    close: async () => {
+      await Promise.all(pools.map((p) => p.destroy()));
+    },
+  };
 }
 
-/** Errors that mean "nothing reached the tool server": safe to retry (the body is held whole in memory). */
+/** Errors of the connection attempt itself: nothing of the request reached the tool server. */
 const CONNECT_ERRORS = new Set([
   'ECONNREFUSED',
   'ENOTFOUND',
@@ -34,6 +53,12 @@ const CONNECT_ERRORS = new Set([
   'ENETUNREACH',
   'UND_ERR_CONNECT_TIMEOUT',
 ]);
+/**
+ * Errors of a kept-alive connection that the replica closed or reset (it stopped or restarted). They mean
+ * "nothing reached it" only when they come before undici started writing this request on the connection
+ * (before onRequestStart); after that the tool server may have started the request, which is never retried.
+ */
+const CLOSED_ERRORS = new Set(['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 // resource-server-contract.md § Startup behaviour 4: a 5 s retry window at 250 ms intervals.
 const RETRY_INTERVAL_MS = 250;
 
@@ -61,7 +86,17 @@ export interface Outbound {
   requestId: string;
   /** The body, already read whole (proxy/body.ts); null for none. */
   body: Buffer | null;
+  /**
+   * A tools/list under a policy: the answer is narrowed to the tools this filter keeps (a JSON answer is held
+   * whole and rewritten; an SSE answer is rewritten event by event). Undefined: relayed untouched.
+   */
+  narrow?: ToolFilter | undefined;
 }
+
+/** How a narrowed tools/list answer is being relayed. */
+type Narrowing =
+  | { kind: 'json'; status: number; headers: string[]; chunks: Buffer[] }
+  | { kind: 'sse'; narrower: SseToolsNarrower };
 
 const kHandler = Symbol('gateway.proxyHandler');
 type TrackedResponse = ServerResponse & { [kHandler]?: ProxyHandler };
@@ -100,8 +135,15 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   readonly #headers: string[];
   readonly #requestId: string;
   readonly #body: Buffer | null;
+  readonly #narrow: ToolFilter | undefined;
+  #narrowing: Narrowing | undefined;
   readonly #startedAt = Date.now();
   #controller: Dispatcher.DispatchController | null = null;
+  /** Replica of the current attempt (index into upstream.pools) and how many attempts were made. */
+  #target: number;
+  #attempts = 0;
+  /** Whether undici began writing the current attempt on a connection (see CLOSED_ERRORS). */
+  #writing = false;
   #responseStarted = false;
   #finished = false;
   #clientGone = false;
@@ -116,10 +158,16 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     this.#headers = out.headers;
     this.#requestId = out.requestId;
     this.#body = out.body;
+    this.#narrow = out.narrow;
+    const u = out.upstream;
+    this.#target = u.next;
+    u.next = u.pools.length === 1 ? 0 : (u.next + 1) % u.pools.length;
   }
 
   dispatch(): void {
-    this.#upstream.pool.dispatch(
+    this.#attempts++;
+    this.#writing = false;
+    this.#upstream.pools[this.#target]!.dispatch(
       {
         path: this.#path,
         method: this.req.method as Dispatcher.HttpMethod,
@@ -143,6 +191,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.#controller = controller;
+    this.#writing = true;
     if (this.#clientGone) controller.abort(new ClientClosedError('client closed the connection'));
   }
 
@@ -155,6 +204,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     if (statusCode < 200) return;
     this.#responseStarted = true;
     const res = this.#res;
+    if (this.#narrow !== undefined && !this.#startNarrowing(controller, statusCode, headers)) return;
+    if (this.#narrowing?.kind === 'json') return;
     try {
       res.writeHead(statusCode, responseHeaders(headers, this.#requestId));
     } catch (err) {
@@ -174,7 +225,53 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     if (headers['content-length'] === undefined) res.flushHeaders();
   }
 
+  /**
+   * Decides how a tools/list answer is narrowed. False: refused (an encoded body cannot be read, and relaying
+   * it unread would list tools the policy hides).
+   */
+  #startNarrowing(
+    controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): boolean {
+    const encoding = headers['content-encoding'];
+    const type = String(headers['content-type'] ?? '').toLowerCase();
+    if (encoding !== undefined && encoding !== 'identity') {
+      this.#responseStarted = false;
+      this.#finished = true;
+      controller.abort(new Error('encoded tools/list answer'));
+      this.#fail(
+        new UpstreamUnavailableError(
+          'upstream_encoded_tools_list',
+          `the ${this.#upstream.service.name} tool server compressed a tools/list answer the policy must narrow`,
+        ),
+      );
+      return false;
+    }
+    if (type.startsWith('text/event-stream')) {
+      this.#narrowing = { kind: 'sse', narrower: new SseToolsNarrower(this.#narrow!) };
+    } else if (type.startsWith('application/json')) {
+      const out = responseHeaders(headers, this.#requestId);
+      // The length changes with the rewrite; it is set again when the body is whole.
+      for (let i = out.length - 2; i >= 0; i -= 2) {
+        if (out[i] === 'content-length' || out[i] === 'transfer-encoding') out.splice(i, 2);
+      }
+      this.#narrowing = { kind: 'json', status: statusCode, headers: out, chunks: [] };
+    }
+    return true;
+  }
+
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    const n = this.#narrowing;
+    if (n?.kind === 'json') {
+      n.chunks.push(chunk);
+      return;
+    }
+    if (n?.kind === 'sse') {
+      const text = n.narrower.push(chunk);
+      if (text === '') return;
+      chunk = Buffer.from(text);
+    }
     const res = this.#res;
     if (!res.write(chunk)) {
       controller.pause();
@@ -184,6 +281,19 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
 
   onResponseEnd(): void {
     this.#finished = true;
+    const n = this.#narrowing;
+    if (n?.kind === 'json') {
+      const original = Buffer.concat(n.chunks).toString('utf8');
+      const body = Buffer.from(narrowJsonBody(original, this.#narrow!) ?? original);
+      n.headers.push('content-length', String(body.length));
+      this.#res.writeHead(n.status, n.headers);
+      this.#res.end(body);
+      return;
+    }
+    if (n?.kind === 'sse') {
+      this.#res.end(n.narrower.end());
+      return;
+    }
     this.#res.end();
   }
 
@@ -208,16 +318,28 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
       return;
     }
     const code = (err as { code?: string }).code ?? '';
-    if (CONNECT_ERRORS.has(code) && Date.now() + RETRY_INTERVAL_MS - this.#startedAt < this.ctx.retryMs) {
+    const notSent = CONNECT_ERRORS.has(code) || (CLOSED_ERRORS.has(code) && !this.#writing);
+    if (notSent) {
+      // Nothing reached this replica: the next one is tried at once; after a round of every replica, the
+      // spec's proxy rule (retry for up to 5 s at 250 ms intervals) paces the next round.
+      const pools = this.#upstream.pools;
+      this.#target = (this.#target + 1) % pools.length;
       this.#controller = null;
-      this.#retryTimer = setTimeout(() => this.dispatch(), RETRY_INTERVAL_MS);
-      return;
+      if (this.#attempts % pools.length !== 0) {
+        log.debug({ reqId: this.#requestId, service, code }, 'upstream replica unreachable; next replica');
+        this.dispatch();
+        return;
+      }
+      if (Date.now() + RETRY_INTERVAL_MS - this.#startedAt < this.ctx.retryMs) {
+        this.#retryTimer = setTimeout(() => this.dispatch(), RETRY_INTERVAL_MS);
+        return;
+      }
     }
     this.#finished = true;
     const reason =
       code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT'
         ? 'upstream_timeout'
-        : CONNECT_ERRORS.has(code)
+        : notSent
           ? 'upstream_unreachable'
           : 'upstream_failed';
     this.#fail(

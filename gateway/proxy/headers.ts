@@ -11,6 +11,9 @@ export interface InboundHeaders {
   requestId: string | undefined;
   contentLength: string | undefined;
   chunked: boolean;
+  /** MCP 2026-07-28 request headers (forwarded as they are; checked against the body by proxy/mcp-headers.ts). */
+  mcpMethod: string | undefined;
+  mcpName: string | undefined;
   /** Flat `[name, value, …]` list for the upstream, hop-by-hop and gateway-owned headers removed. */
   forward: string[];
 }
@@ -47,6 +50,8 @@ export function scanRequestHeaders(raw: readonly string[]): InboundHeaders {
     requestId: undefined,
     contentLength: undefined,
     chunked: false,
+    mcpMethod: undefined,
+    mcpName: undefined,
     forward: [],
   };
   let connectionTokens: string | undefined;
@@ -75,6 +80,13 @@ export function scanRequestHeaders(raw: readonly string[]): InboundHeaders {
       case 'transfer-encoding':
         out.chunked = true;
         continue;
+      case 'mcp-method':
+        // A repeated header could name two methods: keep the first, and the body check holds the first to it.
+        out.mcpMethod ??= value;
+        break;
+      case 'mcp-name':
+        out.mcpName ??= value;
+        break;
       case 'connection':
         connectionTokens = connectionTokens === undefined ? value : `${connectionTokens},${value}`;
         continue;

@@ -4,7 +4,7 @@ import type { AdminHandler } from './router.ts';
 
 // A token id as issuers write them: printable, no white space (Entra `uti`s are base64url, ours are UUIDs).
 const TOKEN_ID = /^[\x21-\x7E]{1,256}$/;
-const EMAIL = /^[^\s@\p{Cc}]{1,200}@[^\s@\p{Cc}]{1,200}$/u;
+export const EMAIL = /^[^\s@\p{Cc}]{1,200}@[^\s@\p{Cc}]{1,200}$/u;
 
 /** POST /admin/api/revoke-token {"jti"} → {"jti","known","revoked","expires_at"}. */
 export const revokeTokenRoute: AdminHandler = async ({ ctx, x, admin }) => {

@@ -55,7 +55,7 @@ export const authorize: Endpoint = async (ctx, x) => {
     const scope = grantScope({
       requested: request.scope,
       services: ctx.config.services,
-      entitled: entitledServices(ctx),
+      entitled: await entitledServices(ctx, session.user),
       isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: client.clientId }),
     });
     if (await needsConsent(ctx, { client, email: session.user.email, scope, prompt: request.prompt })) {
@@ -177,9 +177,9 @@ export async function webSession(ctx: IdpContext, x: Exchange): Promise<WebSessi
   return user ? { token, user } : undefined;
 }
 
-/** Default entitlement: every user with a `users` row gets every configured service. */
-export function entitledServices(ctx: IdpContext): ReadonlySet<string> {
-  return new Set(ctx.config.services);
+/** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */
+export function entitledServices(ctx: IdpContext, user: SessionUser): Promise<ReadonlySet<string>> {
+  return ctx.entitlements.services(user);
 }
 
 export function loginRedirect(ctx: IdpContext, url: URL): string {

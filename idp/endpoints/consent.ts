@@ -46,7 +46,7 @@ export const consentDecision: Endpoint = async (ctx, x) => {
     const scope = grantScope({
       requested: request.scope,
       services: ctx.config.services,
-      entitled: entitledServices(ctx),
+      entitled: await entitledServices(ctx, session.user),
       isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: client.clientId }),
     });
     await ctx.consents.grant({

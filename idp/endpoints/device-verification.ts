@@ -39,7 +39,7 @@ async function findRequest(ctx: IdpContext, session: WebSession, typed: string):
   const scope = grantScope({
     requested: parseScope(request.scope),
     services: ctx.config.services,
-    entitled: entitledServices(ctx),
+    entitled: await entitledServices(ctx, session.user),
     isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: request.clientId }),
   });
   return { ok: true, normalized, request, client, scope };

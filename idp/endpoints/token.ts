@@ -10,7 +10,7 @@ import {
   InvalidScopeError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
-import { mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
+import { entitledScope, mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
@@ -82,13 +82,18 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
     throw new InvalidGrantError('code_verifier does not match the code_challenge');
   }
 
+  // Managed entitlements: a grant withdrawn since the authorization request is already left out.
+  const scope =
+    ctx.entitlements.mode === 'managed'
+      ? entitledScope(rec.scope, await ctx.entitlements.services({ userId: rec.userId, email: rec.email }))
+      : rec.scope;
   const grant: Grant = {
     familyId: rec.familyId,
     userId: rec.userId,
     subject: rec.subject,
     email: rec.email,
     clientId,
-    scope: rec.scope,
+    scope,
     authTime: rec.authTime,
   };
   const iat = Math.floor(Date.now() / 1000);
@@ -114,8 +119,9 @@ async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
   if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
-  const narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
+  let narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
   if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
+  if (ctx.entitlements.mode === 'managed') narrowed = await entitledRefreshScope(ctx, presented, narrowed);
 
   const iat = Math.floor(Date.now() / 1000);
   const jti = newJti();
@@ -143,6 +149,25 @@ async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId
     refreshToken: refresh.value,
     nonce: undefined,
   });
+}
+
+/**
+ * Managed entitlements: the refreshed access token carries only the services the user is entitled to now (an
+ * ungrant cuts the live tokens; this is what the client gets when it refreshes). The refresh token keeps its
+ * scope, so a grant given back later returns with the next refresh.
+ */
+async function entitledRefreshScope(
+  ctx: IdpContext,
+  presented: string,
+  asked: string[] | undefined,
+): Promise<string[] | undefined> {
+  const holder = await ctx.entitlements.refreshHolder(hashRefreshToken(presented));
+  if (!holder) return asked; // unknown token: rotate() answers invalid_grant
+  const granted = holder.scope.split(' ');
+  if (asked?.some((s) => !granted.includes(s)))
+    throw new InvalidScopeError('scope exceeds the original grant');
+  const entitled = entitledScope((asked ?? granted).join(' '), await ctx.entitlements.services(holder));
+  return entitled === holder.scope ? asked : entitled.split(' ').filter((s) => s !== '');
 }
 
 interface TokenResponseOptions {

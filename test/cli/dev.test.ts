@@ -66,7 +66,12 @@ describe('platform dev', () => {
     stack = await startDev();
     const out = stack.output();
     expect(out).toContain(`IdP (issuer)     ${issuer()}`);
-    expect(out).toContain(`node bin/platform.js login --issuer ${issuer()}`);
+    // Lines that run as printed from the checkout (bin/platform.js finds a Node it can use by itself).
+    expect(out).toContain(`  ./bin/platform.js login --issuer ${issuer()}\n`);
+    expect(out).toContain(
+      `  ./bin/platform.js call platform whoami --gateway http://localhost:${ports.gateway}\n`,
+    );
+    expect(out).toContain('Administrators   dev@example.com   (PLATFORM_ADMIN_EMAILS)');
     expect(out).toContain('(embedded PGlite)');
     expect(out).toContain(`Gateway          http://localhost:${ports.gateway}`);
     expect(out).toContain(`MCP platform     http://localhost:${ports.gateway}/platform/mcp`);

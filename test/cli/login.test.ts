@@ -248,7 +248,7 @@ describe('platform token without a browser', () => {
       const u = await runPlatform(['token'], { XDG_CONFIG_HOME: h.dir });
       expect(u.code).toBe(1);
       expect(u.stderr).toBe(
-        `platform: could not refresh the access token: cannot use issuer ${dead}: connection refused (is it running?)\n`,
+        `platform: could not refresh the access token: cannot reach the IdP at ${dead} (stored by \`platform login\`): connection refused (is it running?)\n`,
       );
 
       // logout still removes the file when the issuer cannot be reached, and says what was not revoked.

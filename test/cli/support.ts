@@ -1,5 +1,5 @@
 // Shared by the client-command tests: run `platform` to completion, and a headless Chromium for the browser leg.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -29,6 +29,27 @@ export function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * A Node older than the CLI needs (22.12), as a newcomer's system Node: Debian's /usr/bin/node (Node 20), or
+ * OLD_NODE_PATH. The tests that need it fail with this one line when it is missing or not old.
+ */
+export const OLD_NODE = process.env.OLD_NODE_PATH ?? '/usr/bin/node';
+export function oldNodeVersion(): string {
+  let v: string;
+  try {
+    v = execFileSync(OLD_NODE, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
+  } catch {
+    throw new Error(
+      `No Node at ${OLD_NODE}: install Debian's "nodejs" package (Node 20) or set OLD_NODE_PATH`,
+    );
+  }
+  const [major, minor] = v.split('.').map(Number) as [number, number];
+  if (major > 22 || (major === 22 && minor >= 12)) {
+    throw new Error(`${OLD_NODE} is Node ${v}; these tests need one older than 22.12: set OLD_NODE_PATH`);
+  }
+  return v;
 }
 
 export interface Finished {

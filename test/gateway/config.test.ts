@@ -36,7 +36,7 @@ describe('defaults', () => {
     const [deals, mail] = c.services;
     expect(deals).toMatchObject({
       name: 'deals',
-      upstreamOrigin: 'http://deals:3000',
+      upstreamOrigins: ['http://deals:3000'],
       upstreamBasePath: '',
       appIdUri: 'https://mcp.example.com/deals/mcp',
       resourceMetadataUrl: 'https://mcp.example.com/deals/.well-known/oauth-protected-resource',

@@ -390,6 +390,13 @@ describe('401 responses', () => {
     await expect
       .poll(() => gw.logs().find((l) => l.reqId === 'bad-bearer-1'))
       .toMatchObject({ level: 40, path: '/mail/mcp', reason: 'malformed_token' });
+    // One `service` key per line (JSON.parse would hide a second one): the MCP service; `name` is the process.
+    const line = gw
+      .output()
+      .split('\n')
+      .find((l) => l.includes('"reqId":"bad-bearer-1"'))!;
+    expect(line.match(/"service":/g)).toHaveLength(1);
+    expect(JSON.parse(line)).toMatchObject({ name: 'gateway', service: 'mail' });
   });
 
   it('audience mismatch says "Audience doesn\'t match"', async () => {

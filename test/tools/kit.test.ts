@@ -239,15 +239,14 @@ describe('MCP, both protocol eras, no sessions', () => {
   }
 
   it('answers a 2025 request without a session, and ignores a session id it never gave', async () => {
-    const listBody = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
-    const h = { ...sign(identityFor(user), listBody), 'mcp-protocol-version': '2025-11-25' };
-    const list = await post(h, listBody);
+    const req = { jsonrpc: '2.0', id: 2, method: 'tools/list' };
+    const h = { ...sign(identityFor(user), req), 'mcp-protocol-version': '2025-11-25' };
+    const list = await post(h, req);
     expect(list.status).toBe(200);
     expect(list.headers.get('mcp-session-id')).toBeNull();
-    const again = { jsonrpc: '2.0', id: 3, method: 'tools/list' };
     const withId = await post(
-      { ...sign(identityFor(user), again), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
-      again,
+      { ...sign(identityFor(user), req), 'mcp-session-id': '00000000-0000-4000-8000-000000000000' },
+      req,
     );
     expect(withId.status).toBe(200);
     await Promise.all([list.body?.cancel(), withId.body?.cancel()]);
@@ -277,40 +276,26 @@ describe('MCP, both protocol eras, no sessions', () => {
       'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '0' },
       'io.modelcontextprotocol/clientCapabilities': {},
     };
-    const listBody = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
-    const h = {
-      ...sign(identityFor(user), listBody),
-      'mcp-protocol-version': '2026-07-28',
-      'mcp-method': 'tools/list',
-    };
-    const list = await post(h, listBody);
+    const listReq = { jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: meta } };
+    const h = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/list' };
+    const list = await post({ ...h, ...sign(identityFor(user), listReq) }, listReq);
     expect(list.status).toBe(200);
     const body = (await list.json()) as { result: Record<string, unknown> };
     expect(body.result).toMatchObject({ resultType: 'complete', ttlMs: 300000, cacheScope: 'private' });
-    const again = (await (
-      await post(
-        {
-          ...h,
-          ...sign(identityFor(user), {
-            jsonrpc: '2.0',
-            id: 9,
-            method: 'tools/list',
-            params: { _meta: meta },
-          }),
-        },
-        { jsonrpc: '2.0', id: 9, method: 'tools/list', params: { _meta: meta } },
-      )
-    ).json()) as { result: unknown };
+    const againReq = { ...listReq, id: 9 };
+    const again = (await (await post({ ...h, ...sign(identityFor(user), againReq) }, againReq)).json()) as {
+      result: unknown;
+    };
     expect(JSON.stringify(again.result)).toBe(JSON.stringify(body.result));
 
-    const discoverBody = { jsonrpc: '2.0', id: 2, method: 'server/discover', params: { _meta: meta } };
+    const discoverReq = { jsonrpc: '2.0', id: 2, method: 'server/discover', params: { _meta: meta } };
     const discover = await post(
       {
-        ...sign(identityFor(user), discoverBody),
+        ...sign(identityFor(user), discoverReq),
         'mcp-protocol-version': '2026-07-28',
         'mcp-method': 'server/discover',
       },
-      discoverBody,
+      discoverReq,
     );
     expect(discover.status).toBe(200);
     const d = (await discover.json()) as { result: { supportedVersions: string[] } };
@@ -356,7 +341,7 @@ describe('MCP, both protocol eras, no sessions', () => {
       headers: {
         'content-type': 'application/json',
         accept: 'application/json, text/event-stream',
-        ...signedHeaders(identityFor(user), { url: server.mcpUrl, method: 'POST', body: '{not json' }),
+        ...signedHeaders(identityFor(user), { url: server.mcpUrl, body: '{not json' }),
       },
       body: '{not json',
     });
@@ -421,11 +406,7 @@ describe('users cache', () => {
           headers: {
             'content-type': 'application/json',
             accept: 'application/json, text/event-stream',
-            ...signedHeaders(identityFor(later), {
-              url: cached.mcpUrl,
-              method: 'POST',
-              body: JSON.stringify(INIT),
-            }),
+            ...signedHeaders(identityFor(later), { url: cached.mcpUrl, body: JSON.stringify(INIT) }),
           },
           body: JSON.stringify(INIT),
         }),

@@ -26,10 +26,18 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-export async function startStack(
-  opts: { adminEmails?: string[]; idpEnv?: Record<string, string> } = {},
-): Promise<Stack> {
+export interface StackOptions {
+  adminEmails?: string[];
+  /** Runs on the fresh database before anything starts (tables of the test's own). */
+  prepare?: (db: TestDatabase) => Promise<void>;
+  /** Extra environment of the IdP and of the gateway. */
+  idpEnv?: Record<string, string>;
+  gatewayEnv?: Record<string, string>;
+}
+
+export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const db = await createTestDatabase();
+  await opts.prepare?.(db);
   const dealsDb = await startPostgresRelay(db.url);
   const gatewayPort = await freePort();
   const baseUrl = `http://127.0.0.1:${gatewayPort}`;
@@ -67,6 +75,7 @@ export async function startStack(
         PLATFORM_AUDIENCE: idp.audience,
         REDIS_URL: inject('redisUrl'),
         GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+        ...opts.gatewayEnv,
       },
       gatewayPort,
     );

@@ -1,0 +1,117 @@
+import type { Command } from 'commander';
+import { CliError } from '../client/errors.ts';
+import type { Io } from '../client/io.ts';
+import type { AdminApi } from './api.ts';
+import { table } from './format.ts';
+
+// `platform admin grant | ungrant | entitlements`: who may get a token for which service, when the IdP runs
+// with PLATFORM_ENTITLEMENTS=managed. Requests to the admin API's /admin/api/entitlements.
+
+interface Flags {
+  service?: string;
+  email?: string;
+  role?: string;
+  json?: boolean;
+}
+
+export interface EntitlementCommandKit {
+  command: (name: string, description: string) => Command;
+  act: (fn: (api: AdminApi, flags: Flags) => Promise<void>) => (flags: Flags) => Promise<void>;
+  io: Io;
+}
+
+interface GrantAnswer {
+  service: string;
+  email?: string;
+  role?: string;
+  created?: boolean;
+  removed?: boolean;
+  cutoff?: number;
+  subjects?: string[];
+}
+
+export function registerEntitlementCommands({ command, act, io }: EntitlementCommandKit): void {
+  const grantee = (c: Command) =>
+    c
+      .requiredOption('--service <name>', 'the service (one of the IdP’s PLATFORM_SERVICES)')
+      .option('--email <email>', 'a user')
+      .option('--role <role>', 'a role of the web application (read through PLATFORM_ROLES_SQL)')
+      .option('--json', 'print the API answer as JSON');
+
+  grantee(command('grant', 'let a user, or everyone with a role, get tokens for a service')).action(
+    act(async (api, flags) => {
+      const r = await api.json<GrantAnswer>('POST', 'entitlements', { body: target(flags) });
+      if (flags.json) return io.out(JSON.stringify(r, null, 2));
+      io.out(`granted ${r.service} to ${who(r)}${r.created ? '' : ' (already granted)'}`);
+    }),
+  );
+
+  grantee(
+    command(
+      'ungrant',
+      'withdraw a grant; the live tokens of those who lose the service are cut within a second',
+    ),
+  ).action(
+    act(async (api, flags) => {
+      const r = await api.json<GrantAnswer>('DELETE', 'entitlements', { query: target(flags) });
+      if (flags.json) return io.out(JSON.stringify(r, null, 2));
+      const cut = r.subjects?.length
+        ? `; live tokens cut for sub ${r.subjects.join(', ')} (their next refresh leaves ${r.service} out)`
+        : '';
+      io.out(`${r.removed ? 'ungranted' : 'no such grant:'} ${r.service} from ${who(r)}${cut}`);
+    }),
+  );
+
+  command('entitlements', 'the grants, or one user’s roles, grants and the services they get')
+    .option('--email <email>', 'one user')
+    .option('--json', 'print the API answer as JSON')
+    .action(
+      act(async (api, flags) => {
+        const email = flags.email?.trim();
+        const r = await api.json<{
+          mode: string;
+          items?: object[];
+          grants?: object[];
+          roles?: string[];
+          services?: string[];
+        }>('GET', 'entitlements', { query: { email: email || undefined } });
+        if (flags.json) return io.out(JSON.stringify(r, null, 2));
+        const grants = table(
+          [
+            ['service', 'service'],
+            ['email', 'email'],
+            ['role', 'role'],
+            ['granted by', 'granted_by'],
+            ['granted', 'granted_at'],
+          ],
+          r.items ?? r.grants ?? [],
+        );
+        const mode =
+          r.mode === 'open'
+            ? ' (PLATFORM_ENTITLEMENTS=open: every user gets every service; grants are kept for managed)'
+            : '';
+        io.out(`entitlements: ${r.mode}${mode}`);
+        if (email) {
+          io.out(
+            `${email}   roles: ${r.roles?.join(', ') || '-'}   services: ${r.services?.join(', ') || '-'}`,
+          );
+        }
+        io.out(grants);
+      }),
+    );
+}
+
+function target(flags: Flags): Record<string, string> {
+  const service = flags.service?.trim();
+  if (!service) throw new CliError('USAGE', '--service must not be empty', { exitCode: 2 });
+  const email = flags.email?.trim();
+  const role = flags.role?.trim();
+  if ((email ? 1 : 0) + (role ? 1 : 0) !== 1) {
+    throw new CliError('USAGE', 'give exactly one of --email or --role', { exitCode: 2 });
+  }
+  return email ? { service, email } : { service, role: role! };
+}
+
+function who(r: GrantAnswer): string {
+  return r.email !== undefined ? r.email : `role ${r.role}`;
+}
