@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test lint typecheck check bench bench-idp bench-gateway node deps test-tools bench-tools clean
+.PHONY: dev test lint typecheck check bench bench-idp bench-gateway bench-tools node deps test-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
@@ -31,13 +31,17 @@ typecheck: deps
 
 check: lint typecheck test
 
-bench: bench-idp bench-gateway
+bench: bench-idp bench-gateway bench-tools
 
 bench-idp: deps
 	node bench/idp-refresh.ts
 
-bench-gateway: deps bench-tools
+bench-gateway: deps bench-deps
 	node bench/gateway-proxy.ts
+
+# MCP 2026-07-28 tools/call: the bare SDK v2 server, our tool server, and the tool server behind the gateway.
+bench-tools: deps
+	node bench/tools-call.ts
 
 node: $(NODE_DEP)
 
@@ -76,7 +80,7 @@ test-tools:
 	$(call debian-packages,$(TEST_PACKAGES),the tests,exit 1)
 
 # Without HAProxy the gateway benchmark still runs; it leaves out the reference row and says so.
-bench-tools:
+bench-deps:
 	$(call debian-packages,haproxy:/usr/sbin/haproxy,the benchmark,true)
 
 clean:

@@ -74,3 +74,36 @@ export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
     childEnv: env,
   });
 }
+
+/** Settings of the tool-server benchmark (make bench-tools); every one optional. */
+export interface ToolsBenchConfig {
+  /** BENCH_DURATION: seconds of load per target, split over the rounds. */
+  duration: number;
+  /** BENCH_ROUNDS: the targets' runs alternate this many times. */
+  rounds: number;
+  /** BENCH_CONNECTIONS */
+  connections: number;
+  /** BENCH_DATABASE_URL: a server where the benchmark may create and drop its own database. */
+  adminDatabaseUrl: string;
+  /** REDIS_URL (the gateway's) */
+  redisUrl: string;
+  /** BENCH_TOOL_LOG_LEVEL: the tool server's and gateway's LOG_LEVEL (default info, as deployed). */
+  logLevel: string;
+  /** The environment the benchmark's child processes inherit. */
+  childEnv: Env;
+}
+
+export function loadToolsBenchConfig(env: Env): ToolsBenchConfig {
+  return Object.freeze({
+    duration: positive(env, 'BENCH_DURATION', 12),
+    rounds: Math.round(positive(env, 'BENCH_ROUNDS', 3)),
+    connections: Math.round(positive(env, 'BENCH_CONNECTIONS', 50)),
+    adminDatabaseUrl: normaliseDatabaseUrl(
+      env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
+      'BENCH_DATABASE_URL',
+    ),
+    redisUrl: redisUrl(env, 'REDIS_URL') ?? 'redis://127.0.0.1:6379',
+    logLevel: env.BENCH_TOOL_LOG_LEVEL ?? 'info',
+    childEnv: env,
+  });
+}

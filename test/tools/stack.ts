@@ -1,5 +1,5 @@
 // The real stack for the end-to-end tests: `platform idp`, the three `platform tool` servers and
-// `platform gateway`, each its own process, on free ports, against one test database and the suite's Redis.
+// `platform gateway`, each its own process (optionally several replicas of each tool server), on free ports, against one test database and the suite's Redis.
 import { inject } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import {
@@ -20,7 +20,10 @@ export interface Stack {
   gateway: RunningProcess;
   /** The gateway's public origin, `{base_url}`. */
   baseUrl: string;
+  /** The first replica of each tool server. */
   tools: Record<(typeof SERVICES)[number], RunningProcess>;
+  /** Every replica of each tool server, in the order the gateway's upstream list names them. */
+  replicas: Record<(typeof SERVICES)[number], RunningProcess[]>;
   /** The deals server reaches Postgres through this relay, so a test can take its database away. */
   dealsDb: PostgresRelay;
   stop(): Promise<void>;
@@ -28,6 +31,8 @@ export interface Stack {
 
 export interface StackOptions {
   adminEmails?: string[];
+  /** Tool server processes per service (the gateway spreads requests over them). */
+  replicas?: number;
   /** Runs on the fresh database before anything starts (tables of the test's own). */
   prepare?: (db: TestDatabase) => Promise<void>;
   /** Extra environment of the IdP and of the gateway. */
@@ -36,6 +41,7 @@ export interface StackOptions {
 }
 
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
+  const replicaCount = opts.replicas ?? 1;
   const db = await createTestDatabase();
   await opts.prepare?.(db);
   const dealsDb = await startPostgresRelay(db.url);
@@ -50,20 +56,27 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     });
     started.push(idp);
     const tools = {} as Stack['tools'];
+    const replicas = {} as Stack['replicas'];
     const upstreams: Record<string, string> = {};
     await Promise.all(
       SERVICES.map(async (name) => {
-        const port = await freePort();
-        const p = startPlatform(['tool', name], {
-          DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
-          TOOL_IDENTITY_KEY: toolKey(name),
-          PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
-          [`${name.toUpperCase()}_MCP_PORT`]: String(port),
-        });
-        started.push(p);
-        await p.waitFor(new RegExp(`${name} tool server listening`));
-        tools[name] = p;
-        upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = `http://127.0.0.1:${port}`;
+        const started1 = await Promise.all(
+          Array.from({ length: replicaCount }, async () => {
+            const port = await freePort();
+            const p = startPlatform(['tool', name], {
+              DATABASE_URL: name === 'deals' ? dealsDb.url : db.url,
+              TOOL_IDENTITY_KEY: toolKey(name),
+              PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
+              [`${name.toUpperCase()}_MCP_PORT`]: String(port),
+            });
+            started.push(p);
+            await p.waitFor(new RegExp(`${name} tool server listening`), 60_000);
+            return { p, url: `http://127.0.0.1:${port}` };
+          }),
+        );
+        tools[name] = started1[0]!.p;
+        replicas[name] = started1.map((r) => r.p);
+        upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = started1.map((r) => r.url).join(',');
       }),
     );
     const gateway = await startGatewayProcess(
@@ -86,6 +99,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       gateway,
       baseUrl,
       tools,
+      replicas,
       dealsDb,
       async stop() {
         await Promise.all(started.map((p) => p.stop()));

@@ -1,17 +1,17 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
+  Client,
+  type FetchLike,
+  SdkHttpError,
   StreamableHTTPClientTransport,
-  StreamableHTTPError,
-} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
+} from '@modelcontextprotocol/client';
 import { type CheckRow, fail, pass, skip } from '../result.ts';
 import { guarded, resourceOf, type ServiceTarget } from './target.ts';
 
 const CLIENT_INFO = { name: 'platform-doctor', version: '1' };
 
 /**
- * #14 as far as it can be checked without a connector: with a token, an MCP client session through the public
- * URL (initialize, then tools/list) shows a non-empty tool list — what the connector shows on success.
+ * #14 as far as it can be checked without a connector: with a token, an MCP client through the public URL
+ * (2026-07-28 discovery or the initialize handshake, then tools/list) shows a non-empty tool list — what the connector shows on success.
  */
 export function checkToolsList(t: ServiceTarget, token: string | undefined): Promise<CheckRow> {
   const id = { ref: '#14', subject: t.service, name: 'tools/list with a token' };
@@ -20,9 +20,10 @@ export function checkToolsList(t: ServiceTarget, token: string | undefined): Pro
   }
   const url = resourceOf(t);
   return guarded(id, async () => {
+    const seen: Refusal = {};
     const transport = new StreamableHTTPClientTransport(new URL(url), {
       requestInit: { headers: { authorization: `Bearer ${token}` } },
-      fetch: withDeadline(t.timeoutMs),
+      fetch: withDeadline(t.timeoutMs, seen),
       // A failed stream is a finding to report, not something to retry in the background.
       reconnectionOptions: {
         maxReconnectionDelay: 0,
@@ -31,7 +32,8 @@ export function checkToolsList(t: ServiceTarget, token: string | undefined): Pro
         maxRetries: 0,
       },
     });
-    const client = new Client(CLIENT_INFO);
+    // 2026-07-28 first (server/discover), the initialize handshake for an older server.
+    const client = new Client(CLIENT_INFO, { versionNegotiation: { mode: 'auto' } });
     try {
       await client.connect(transport, { timeout: t.timeoutMs });
       const { tools } = await client.listTools(undefined, { timeout: t.timeoutMs });
@@ -39,7 +41,7 @@ export function checkToolsList(t: ServiceTarget, token: string | undefined): Pro
       const names = tools.map((tool) => tool.name);
       return pass(id, `${names.length} tool(s): ${names.join(', ')}`);
     } catch (err) {
-      return fail(id, `${url}: ${describeMcpError(err)}`);
+      return fail(id, `${url}: ${describeMcpError(err, seen)}`);
     } finally {
       // End the session politely (DELETE); neither step may hide the verdict.
       await transport.terminateSession().catch(() => {});
@@ -48,27 +50,47 @@ export function checkToolsList(t: ServiceTarget, token: string | undefined): Pro
   });
 }
 
-/** Every request of the session under the doctor's deadline, so a stalled server cannot hold the run open. */
-function withDeadline(timeoutMs: number): FetchLike {
-  return (input, init) => {
+/** The last refused answer's status and body (the SDK's error does not always carry the body). */
+interface Refusal {
+  status?: number;
+  body?: string;
+}
+
+/**
+ * Every request under the doctor's deadline, so a stalled server cannot hold the run open; the last refusal is
+ * kept for the verdict.
+ */
+function withDeadline(timeoutMs: number, seen: Refusal): FetchLike {
+  return async (input, init) => {
     const deadline = AbortSignal.timeout(timeoutMs);
     const signal = init?.signal ? AbortSignal.any([init.signal, deadline]) : deadline;
-    return fetch(input, { ...init, signal });
+    const res = await fetch(input, { ...init, signal });
+    if (res.status >= 400) {
+      seen.status = res.status;
+      seen.body = await res
+        .clone()
+        .text()
+        .catch(() => '');
+    } else {
+      seen.status = undefined;
+      seen.body = undefined;
+    }
+    return res;
   };
 }
 
-function describeMcpError(err: unknown): string {
-  if (err instanceof StreamableHTTPError && err.code !== undefined && err.code > 0) {
-    const body = /(\{.*\})\s*$/s.exec(err.message)?.[1];
+function describeMcpError(err: unknown, seen: Refusal): string {
+  if (err instanceof SdkHttpError && err.status > 0) {
+    const body = seen.status === err.status ? seen.body : /(\{.*\})\s*$/s.exec(err.message)?.[1];
     try {
       const e = (JSON.parse(body ?? '') as { error?: { code?: string; context?: { reason?: string } } })
         .error;
       if (e?.code)
-        return `answered ${err.code} ${e.code}${e.context?.reason ? ` (${e.context.reason})` : ''}`;
+        return `answered ${err.status} ${e.code}${e.context?.reason ? ` (${e.context.reason})` : ''}`;
     } catch {
       // not the gateway's JSON error body
     }
-    return `answered ${err.code}: ${err.message}`;
+    return `answered ${err.status}: ${err.message}`;
   }
   const e = err as { message?: string; cause?: { code?: string; message?: string } };
   const cause = e.cause?.code ?? e.cause?.message;

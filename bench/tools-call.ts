@@ -1,0 +1,301 @@
+// `make bench-tools`: what our tool server costs over the MCP SDK v2 alone, and what the gateway costs in front
+// of it, for MCP 2026-07-28 `tools/call whoami` (no handshake, one POST per call), 50 connections.
+//
+// Three targets in one run, their runs alternating in rounds (the machine is shared; a slow patch then hits all
+// of them alike):
+//   bare SDK v2     bench/tools/bare-server.ts: createMcpHandler answering the same tool, no database, no identity
+//   direct          `platform tool platform`, each request with the gateway's signed identity headers
+//   gateway         the same tool server behind `platform gateway`, each request with an RS256 platform token
+// Servers on core 0, the load generator on core 1 (taskset), as `make bench-gateway` pins them.
+// Targets: direct ≥ 0.7 × bare; gateway ≥ 0.6 × direct.
+//
+// BENCH_DURATION (seconds per target, default 12), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50),
+// BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info).
+import type { ChildProcess } from 'node:child_process';
+import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { exportJWK, SignJWT } from 'jose';
+import pg from 'pg';
+import { processEnv } from '../cli/config.ts';
+import { MIGRATION_SETS } from '../cli/migrations.ts';
+import { bodySha256, deriveIdentityKey, signIdentity } from '../lib/identity.ts';
+import { migrate } from '../lib/migrate.ts';
+import { loadToolsBenchConfig } from './config.ts';
+import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode } from './gateway/processes.ts';
+import {
+  AUDIENCE,
+  type LoadResult,
+  type LoadSpec,
+  MCP_HEADERS,
+  REQUEST_BODY,
+  rawRequest,
+  SERVICE,
+} from './tools/shape.ts';
+
+const config = loadToolsBenchConfig(processEnv());
+const root = fileURLToPath(new URL('../', import.meta.url));
+const BARE = join(root, 'bench/tools/bare-server.ts');
+const LOAD_GENERATOR = join(root, 'bench/tools/load-generator.ts');
+const PLATFORM_BIN = join(root, 'bin/platform.js');
+const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
+const USERS = 50;
+const PATH = `/${SERVICE}/mcp`;
+
+type Measured = LoadResult & { cpuUsPerRequest: number[] };
+interface Target {
+  name: string;
+  url: string;
+  /** Builds the requests just before a run (signed identity headers are good for 60 s). */
+  requests(): string[];
+  /** Processes whose CPU time is counted (server first). */
+  watch: ChildProcess[];
+  runs: Measured[];
+}
+
+async function scratchDatabase() {
+  const name = `bench_tools_${Date.now().toString(36)}`;
+  const admin = new pg.Client({ connectionString: config.adminDatabaseUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(config.adminDatabaseUrl);
+  u.pathname = `/${name}`;
+  const pool = new pg.Pool({ connectionString: u.toString(), max: 2 });
+  pool.on('error', () => {});
+  await pool.query(readFileSync(join(root, 'idp/authjs/schema.sql'), 'utf8'));
+  await migrate(pool, MIGRATION_SETS);
+  for (let i = 0; i < USERS; i++) {
+    await pool.query('INSERT INTO users (name, email) VALUES ($1, $2)', [`u${i}`, `bench-${i}@example.com`]);
+  }
+  await pool.end();
+  return {
+    url: u.toString(),
+    async drop() {
+      const a = new pg.Client({ connectionString: config.adminDatabaseUrl });
+      await a.connect();
+      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await a.end();
+    },
+  };
+}
+
+async function keysAndTokens() {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const kid = `bench-${randomUUID()}`;
+  const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' }] });
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(jwks);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const now = Math.floor(Date.now() / 1000);
+  const tokens = await Promise.all(
+    Array.from({ length: USERS }, (_, i) =>
+      new SignJWT({
+        iss: issuer,
+        aud: AUDIENCE,
+        sub: `bench-user-${i}`,
+        email: `bench-${i}@example.com`,
+        scope: `openid email mcp:${SERVICE}`,
+        client_id: 'platform-cli',
+        jti: randomUUID(),
+        iat: now,
+        exp: now + 3600,
+      })
+        .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
+        .sign(privateKey),
+    ),
+  );
+  return { issuer, tokens, close: () => server.close() };
+}
+
+async function load(spec: LoadSpec): Promise<LoadResult> {
+  return firstJsonLine<LoadResult>(spawnNode(1, [LOAD_GENERATOR, JSON.stringify(spec)], config.childEnv));
+}
+
+function combine(runs: Measured[]): Measured {
+  const total = runs.reduce((n, r) => n + r.total, 0);
+  const seconds = runs.reduce((n, r) => n + r.total / r.requestsPerSecond, 0);
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return {
+    requestsPerSecond: total / seconds,
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    total,
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    cpuUsPerRequest: runs[0]!.cpuUsPerRequest.map(
+      (_, i) => runs.reduce((n, r) => n + r.cpuUsPerRequest[i]! * r.total, 0) / total,
+    ),
+  };
+}
+
+async function main(): Promise<void> {
+  const { duration, rounds, connections } = config;
+  const scratch = mkdtempSync(join(tmpdir(), 'bench-tools-'));
+  const children: ChildProcess[] = [];
+  const db = await scratchDatabase();
+  const keys = await keysAndTokens();
+  const cleanup = () => {
+    for (const c of children) c.kill('SIGTERM');
+    keys.close();
+    rmSync(scratch, { recursive: true, force: true });
+  };
+  try {
+    const bare = spawnNode(0, [BARE], config.childEnv);
+    children.push(bare);
+    const { port: barePort } = await firstJsonLine<{ port: number }>(bare);
+
+    const toolPort = await freePort();
+    const toolKey = deriveIdentityKey(IDENTITY_SECRET, SERVICE);
+    const tool = spawnNode(0, [PLATFORM_BIN, 'tool', SERVICE], {
+      PATH: config.childEnv.PATH,
+      DATABASE_URL: db.url,
+      TOOL_IDENTITY_KEY: toolKey,
+      PLATFORM_MCP_PORT: String(toolPort),
+      LOG_LEVEL: config.logLevel,
+    });
+    children.push(tool);
+    await firstJsonLine(tool, (l) => l.msg === `${SERVICE} tool server listening`);
+
+    const gatewayPort = await freePort();
+    const gateway = spawnNode(0, [PLATFORM_BIN, 'gateway'], {
+      PATH: config.childEnv.PATH,
+      GATEWAY_PORT: String(gatewayPort),
+      PUBLIC_BASE_URL: `http://127.0.0.1:${gatewayPort}`,
+      GATEWAY_SERVICES: SERVICE,
+      PLATFORM_MCP_UPSTREAM: `http://127.0.0.1:${toolPort}`,
+      PLATFORM_ISSUER: keys.issuer,
+      PLATFORM_JWKS_URL: `${keys.issuer}/keys`,
+      PLATFORM_AUDIENCE: AUDIENCE,
+      REDIS_URL: config.redisUrl,
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      LOG_LEVEL: config.logLevel,
+    });
+    children.push(gateway);
+    await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
+
+    const host = (port: number) => `127.0.0.1:${port}`;
+    const targets: Target[] = [
+      {
+        name: 'bare SDK v2 (floor)',
+        url: `http://${host(barePort)}`,
+        requests: () => [rawRequest(host(barePort), PATH, MCP_HEADERS, REQUEST_BODY)],
+        watch: [bare],
+        runs: [],
+      },
+      {
+        name: 'tool server, signed headers',
+        url: `http://${host(toolPort)}`,
+        requests: () =>
+          Array.from({ length: USERS }, (_, i) => {
+            const identity = signIdentity(
+              toolKey,
+              {
+                service: SERVICE,
+                method: 'POST',
+                path: PATH,
+                bodySha256: bodySha256(Buffer.from(REQUEST_BODY)),
+              },
+              {
+                email: `bench-${i}@example.com`,
+                sub: `bench-user-${i}`,
+                issuer: 'platform',
+                scope: `openid email mcp:${SERVICE}`,
+                clientId: 'platform-cli',
+                jti: randomUUID(),
+                requestId: randomUUID(),
+              },
+            );
+            return rawRequest(host(toolPort), PATH, { ...MCP_HEADERS, ...identity }, REQUEST_BODY);
+          }),
+        watch: [tool],
+        runs: [],
+      },
+      {
+        name: 'tool server via gateway',
+        url: `http://${host(gatewayPort)}`,
+        requests: () =>
+          keys.tokens.map((t) =>
+            rawRequest(
+              host(gatewayPort),
+              PATH,
+              { ...MCP_HEADERS, authorization: `Bearer ${t}` },
+              REQUEST_BODY,
+            ),
+          ),
+        watch: [tool, gateway],
+        runs: [],
+      },
+    ];
+
+    const run = async (t: Target, seconds: number): Promise<Measured> => {
+      const file = join(scratch, `requests-${randomUUID()}.json`);
+      writeFileSync(file, JSON.stringify(t.requests()));
+      const before = t.watch.map((c) => cpuSeconds(c.pid));
+      const r = await load({ url: t.url, requestsFile: file, connections, duration: seconds });
+      const after = t.watch.map((c) => cpuSeconds(c.pid));
+      return {
+        ...r,
+        cpuUsPerRequest: t.watch.map((_, i) =>
+          before[i] === undefined || after[i] === undefined
+            ? Number.NaN
+            : ((after[i]! - before[i]!) * 1e6) / r.total,
+        ),
+      };
+    };
+
+    // Warm-up: key-set fetch and token cache in the gateway, users cache in the tool server, the JIT everywhere.
+    for (const t of targets) await run(t, Math.min(3, duration));
+    const slice = duration / rounds;
+    for (let i = 0; i < rounds; i++) for (const t of targets) t.runs.push(await run(t, slice));
+
+    const [bareR, directR, viaR] = targets.map((t) => combine(t.runs)) as [Measured, Measured, Measured];
+    const ratio = (a: Target, b: Target) =>
+      a.runs.map((r, i) => `${(r.requestsPerSecond / b.runs[i]!.requestsPerSecond).toFixed(3)}×`).join(', ');
+    const cell = (v: number | undefined) =>
+      (v === undefined || Number.isNaN(v) ? '—' : v.toFixed(0)).padStart(9);
+    const row = (t: Target, r: Measured) =>
+      `| ${t.name.padEnd(28)} | ${r.requestsPerSecond.toFixed(0).padStart(7)} | ${r.p50.toFixed(2).padStart(6)} | ${r.p99
+        .toFixed(2)
+        .padStart(
+          6,
+        )} | ${cell(r.cpuUsPerRequest[0])} | ${cell(r.cpuUsPerRequest[1])} | ${String(r.non2xx + r.errors).padStart(6)} |`;
+    const directOverBare = directR.requestsPerSecond / bareR.requestsPerSecond;
+    const viaOverDirect = viaR.requestsPerSecond / directR.requestsPerSecond;
+    const lines = [
+      '',
+      `tools benchmark: MCP 2026-07-28 tools/call whoami (POST ${PATH}, ${Buffer.byteLength(REQUEST_BODY)} B), ${connections} connections, ${USERS} callers, ${duration} s per target in ${rounds} alternating rounds; LOG_LEVEL ${config.logLevel}`,
+      `machine: ${cpus()[0]?.model ?? 'unknown CPU'}, ${availableParallelism()} cores, Node ${process.versions.node}; ${
+        PIN
+          ? 'servers on core 0, load generator on core 1 (taskset)'
+          : 'NOT pinned (taskset or a second core missing)'
+      }`,
+      '',
+      '| target                       |   req/s | p50 ms | p99 ms | server µs | gateway µs | errors |',
+      '|------------------------------|---------|--------|--------|-----------|------------|--------|',
+      ...targets.map((t) => row(t, combine(t.runs))),
+      '',
+      `tool server / bare SDK: ${directOverBare.toFixed(3)}× (target ≥ 0.7×); per round: ${ratio(targets[1]!, targets[0]!)}`,
+      `gateway / direct:       ${viaOverDirect.toFixed(3)}× (target ≥ 0.6×); per round: ${ratio(targets[2]!, targets[1]!)}`,
+      `CPU per request: bare ${bareR.cpuUsPerRequest[0]!.toFixed(0)} µs, tool server ${directR.cpuUsPerRequest[0]!.toFixed(0)} µs; through the gateway: tool server ${viaR.cpuUsPerRequest[0]!.toFixed(0)} µs + gateway ${viaR.cpuUsPerRequest[1]!.toFixed(0)} µs`,
+      '',
+    ];
+    process.stdout.write(lines.join('\n'));
+    if (targets.some((t) => t.runs.some((r) => r.non2xx + r.errors > 0))) {
+      process.stdout.write('some requests failed: the figures above are not valid\n');
+      process.exitCode = 1;
+    }
+  } finally {
+    cleanup();
+    await db.drop().catch(() => {});
+  }
+}
+
+await main();
