@@ -17,8 +17,13 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
       'the scopes to ask for, space-separated (default: every scope the IdP offers)',
     )
     .option('--no-browser', 'do not try to open a browser; only print the sign-in URL')
-    .action((flags: ClientFlags) =>
-      run(io, async () => (await import('./login.ts')).login(loadClientConfig(processEnv(), flags), io)),
+    .option('--device', 'sign in on another device (RFC 8628 device flow), for machines without a browser')
+    .action((flags: ClientFlags & { device?: boolean }) =>
+      run(io, async () => {
+        const config = loadClientConfig(processEnv(), flags);
+        if (flags.device) return (await import('./login-device.ts')).loginWithDevice(config, io);
+        return (await import('./login.ts')).login(config, io);
+      }),
     );
 
   program

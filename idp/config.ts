@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import {
   ConfigError,
@@ -13,6 +14,7 @@ import {
   redisUrl,
   requiredString,
 } from '../lib/config.ts';
+import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 
 export interface IdpConfig {
   port: number;
@@ -37,6 +39,8 @@ export interface IdpConfig {
   logLevel: string;
   /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
   metricsPort: number | undefined;
+  /** Client ID Metadata Documents: hosts allowed to serve them (empty: any public host), an extra CA (PEM). */
+  cimd: { allowedHosts: readonly HostPattern[]; ca: string | undefined };
   /** `open`: every user gets every service; `managed`: only services granted to the user's email or roles. */
   entitlements: 'open' | 'managed';
   /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
@@ -121,6 +125,26 @@ function table(env: Env, name: string, fallback: string): string {
   return v;
 }
 
+function cimdConfig(env: Env): IdpConfig['cimd'] {
+  const allowedHosts = csv(env, 'PLATFORM_CIMD_ALLOWED_HOSTS').map((v) => {
+    const p = parseHostPattern(v);
+    if (typeof p === 'string') throw new ConfigError('PLATFORM_CIMD_ALLOWED_HOSTS', p);
+    return p;
+  });
+  const caFile = optionalString(env, 'PLATFORM_CIMD_CA_FILE');
+  let ca: string | undefined;
+  if (caFile !== undefined) {
+    try {
+      ca = readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError('PLATFORM_CIMD_CA_FILE', `cannot be read: ${(err as Error).message}`);
+    }
+    if (!ca.includes('-----BEGIN CERTIFICATE-----'))
+      throw new ConfigError('PLATFORM_CIMD_CA_FILE', `${caFile} holds no PEM certificate`);
+  }
+  return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca });
+}
+
 /** Checked for shape here; the database checks the query itself at start-up (see entitlements/roles.ts). */
 function rolesSql(env: Env): string | undefined {
   const sql = optionalString(env, 'PLATFORM_ROLES_SQL');
@@ -186,6 +210,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     redisUrl: redis,
     logLevel: logLevel(env),
     metricsPort: metricsPort(env, idpPort),
+    cimd: cimdConfig(env),
     entitlements: oneOf(env, 'PLATFORM_ENTITLEMENTS', ['open', 'managed'] as const, 'open'),
     rolesSql: rolesSql(env),
     adminEmails: adminEmails(env),

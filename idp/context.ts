@@ -11,6 +11,7 @@ import type { AdminAuditStore } from './store/admin-audit.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { ConsentStore } from './store/consents.ts';
+import type { DeviceCodeStore } from './store/device-codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
@@ -24,6 +25,7 @@ export interface IdpContext {
   clients: ClientStore;
   codes: CodeStore;
   consents: ConsentStore;
+  deviceCodes: DeviceCodeStore;
   refreshTokens: RefreshTokenStore;
   sessions: SessionStore;
   /** The denylist writer (Redis, or the dev stack's in-process store); revoke through `revocation`. */

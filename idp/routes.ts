@@ -4,6 +4,7 @@ import type { Endpoint } from './context.ts';
 import { authorize } from './endpoints/authorize.ts';
 import { consentDecision } from './endpoints/consent.ts';
 import { deviceAuthorization } from './endpoints/device-authorization.ts';
+import { deviceDecision, deviceVerification } from './endpoints/device-verification.ts';
 import { discovery } from './endpoints/discovery.ts';
 import { jwks } from './endpoints/jwks.ts';
 import { register } from './endpoints/register.ts';
@@ -45,6 +46,7 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
     ['/oauth/revoke', { POST: limited('revoke', revoke) }],
     ['/oauth/userinfo', { GET: userinfo, POST: userinfo }],
     ['/oauth/device_authorization', { POST: limited('device', deviceAuthorization) }],
+    ['/oauth/device', { GET: deviceVerification, POST: deviceDecision }],
     ['/health', { GET: health }],
     [ADMIN_MOUNT, admin],
   ]);

@@ -7,6 +7,7 @@ import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
+import { createMetadataClients } from './cimd/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
@@ -16,9 +17,10 @@ import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
-import { createClientStore } from './store/clients.ts';
+import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
+import { createDeviceCodeStore } from './store/device-codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { createKeyPublicationStore } from './store/signing-keys.ts';
@@ -89,6 +91,16 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);
   }
+  const metadataClients = createMetadataClients({
+    allowedHosts: config.cimd.allowedHosts,
+    ca: config.cimd.ca,
+    onFetched: async (c) => {
+      log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched');
+      await recordMetadataClient(pool, c).catch((err: Error) =>
+        log.warn({ err: { message: err.message }, clientId: c.clientId }, 'metadata client not recorded'),
+      );
+    },
+  });
   const publisher = revocations;
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
@@ -120,9 +132,10 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       config,
       keys,
       signer: new JwtSigner(keys[0]!),
-      clients: createClientStore(pool),
+      clients: createClientStore(pool, metadataClients),
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
+      deviceCodes: createDeviceCodeStore(pool),
       refreshTokens: createRefreshTokenStore(pool, {
         usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       }),
@@ -180,11 +193,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       async close(opts = {}) {
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
+        await metadataClients.close();
         await pool.end();
         redis?.disconnect();
       },
     };
   } catch (err) {
+    await metadataClients.close().catch(() => {});
     await pool.end().catch(() => {});
     redis?.disconnect();
     throw err;

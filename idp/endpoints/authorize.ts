@@ -5,6 +5,7 @@ import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
   AuthorizePageError,
   ConsentRequiredError,
+  InvalidClientError,
   InvalidRequestError,
   LoginRequiredError,
   OAuthError,
@@ -122,7 +123,11 @@ export async function issueCode(
 export async function checkClientAndRedirect(ctx: IdpContext, params: ReadonlyMap<string, string>) {
   const clientId = params.get('client_id');
   if (!clientId) throw new AuthorizePageError('client_id is missing');
-  const client = await ctx.clients.find(clientId);
+  const client = await ctx.clients.find(clientId).catch((err: unknown) => {
+    // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
+    if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
+    throw err;
+  });
   if (!client) throw new AuthorizePageError('client_id is not a registered client');
   const redirectUri = params.get('redirect_uri');
   if (!redirectUri) throw new AuthorizePageError('redirect_uri is missing');
@@ -177,7 +182,7 @@ export function entitledServices(ctx: IdpContext, user: SessionUser): Promise<Re
   return ctx.entitlements.services(user);
 }
 
-function loginRedirect(ctx: IdpContext, url: URL): string {
+export function loginRedirect(ctx: IdpContext, url: URL): string {
   const back = `${ctx.config.issuer}${url.pathname}${url.search}`;
   const login = new URL(ctx.config.loginUrl);
   login.searchParams.set('callbackUrl', back);

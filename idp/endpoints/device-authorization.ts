@@ -1,10 +1,61 @@
+import { readForm, sendJson } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
-import { OAuthError } from '../errors.ts';
+import { hashDeviceSecret, newDeviceCode, newUserCode, normalizeUserCode } from '../device-codes.ts';
+import { InvalidClientError, InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
+import { grantScope, parseScope } from '../scopes.ts';
+import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
+import { validateResource } from './resource.ts';
 
-/** The device flow (RFC 8628) is planned, not implemented (docs/reference.md § Routes). */
-export const deviceAuthorization: Endpoint = async () => {
-  throw new OAuthError(
-    'unsupported_grant_type',
-    'the device authorization flow (RFC 8628) is not implemented yet',
-  );
+export { DEVICE_CODE_GRANT } from '../device-codes.ts';
+
+/**
+ * POST /oauth/device_authorization (RFC 8628 §3.1): a public client asks for a device code and a user code.
+ * The scope is checked now (an unknown scope is `invalid_scope`) and narrowed to the user's entitlements when
+ * the user approves on the verification page.
+ */
+export const deviceAuthorization: Endpoint = async (ctx, x) => {
+  const form = await readForm(x.req);
+  const clientId = form.get('client_id');
+  if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
+  if (form.has('client_secret'))
+    throw new InvalidClientError('clients are public; client_secret is not accepted');
+  const client = await ctx.clients.find(clientId);
+  if (!client) throw new InvalidClientError('client_id is not a registered client');
+  const resource = form.get('resource');
+  if (resource !== undefined) validateResource(ctx.config, resource);
+  const requested = parseScope(form.get('scope'));
+  // Only checks the request (invalid_scope); the user's entitlements narrow it on the verification page.
+  grantScope({
+    requested,
+    services: ctx.config.services,
+    entitled: new Set(ctx.config.services),
+    isAdmin: true,
+  });
+  const deviceCode = newDeviceCode();
+  // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const userCode = newUserCode();
+    const created = await ctx.deviceCodes.create(
+      hashDeviceSecret(deviceCode),
+      hashDeviceSecret(normalizeUserCode(userCode)!),
+      { clientId, scope: requested.join(' '), familyId: crypto.randomUUID() },
+    );
+    if (!created) continue;
+    const verificationUri = `${ctx.config.issuer}/oauth/device`;
+    x.log.info({ clientId }, 'device authorization started');
+    return sendJson(
+      x.res,
+      200,
+      {
+        device_code: deviceCode,
+        user_code: userCode,
+        verification_uri: verificationUri,
+        verification_uri_complete: `${verificationUri}?user_code=${userCode}`,
+        expires_in: DEVICE_CODE_TTL_SECONDS,
+        interval: DEVICE_POLL_INTERVAL_SECONDS,
+      },
+      { 'cache-control': 'no-store', pragma: 'no-cache' },
+    );
+  }
+  throw new TemporarilyUnavailableError('could not allocate a user code; retry');
 };

@@ -1,6 +1,7 @@
 import { sendJson } from '../../lib/http.ts';
 import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
+import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { supportedScopes } from '../scopes.ts';
 
 /** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
@@ -17,7 +18,8 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     scopes_supported: supportedScopes(config.services),
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
-    grant_types_supported: ['authorization_code', 'refresh_token'],
+    device_authorization_endpoint: `${i}/oauth/device_authorization`,
+    grant_types_supported: ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256'],
     token_endpoint_auth_methods_supported: ['none'],
@@ -36,6 +38,7 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
       'email_verified',
     ],
     authorization_response_iss_parameter_supported: true,
+    client_id_metadata_document_supported: true,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,
     claims_parameter_supported: false,

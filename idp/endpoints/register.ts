@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { readJson, sendJson } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
+import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { InvalidClientMetadataError, InvalidRedirectUriError } from '../errors.ts';
 import { type ApplicationType, redirectUriProblem } from '../redirect-uris.ts';
 
@@ -43,9 +44,11 @@ export const register: Endpoint = async (ctx, x) => {
   const grantTypes = m.grant_types ?? ['authorization_code', 'refresh_token'];
   if (
     !Array.isArray(grantTypes) ||
-    !grantTypes.every((g) => g === 'authorization_code' || g === 'refresh_token')
+    !grantTypes.every((g) => g === 'authorization_code' || g === 'refresh_token' || g === DEVICE_CODE_GRANT)
   ) {
-    throw new InvalidClientMetadataError('grant_types may contain only authorization_code and refresh_token');
+    throw new InvalidClientMetadataError(
+      `grant_types may contain only authorization_code, refresh_token and ${DEVICE_CODE_GRANT}`,
+    );
   }
   const responseTypes = m.response_types ?? ['code'];
   if (!Array.isArray(responseTypes) || !responseTypes.every((r) => r === 'code')) {

@@ -2,6 +2,7 @@ import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypt
 import { readForm, sendJson } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { Endpoint, IdpContext } from '../context.ts';
+import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import {
   InvalidClientError,
   InvalidGrantError,
@@ -15,6 +16,7 @@ import { entitledScope, mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin }
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
+import { deviceCodeGrant } from './device-token.ts';
 import { validateResource } from './resource.ts';
 
 export const ACCESS_TTL_SECONDS = 3600;
@@ -24,12 +26,12 @@ export function hashRefreshToken(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
 }
 
-function newRefreshToken(): { value: string; token: NewToken } {
+export function newRefreshToken(): { value: string; token: NewToken } {
   const value = randomBytes(32).toString('base64url');
   return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
 }
 
-/** POST /oauth/token: authorization_code and refresh_token grants for public clients (PKCE, no secret). */
+/** POST /oauth/token: authorization_code, refresh_token and device_code grants for public clients (no secret). */
 export const token: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
   const clientId = form.get('client_id');
@@ -46,6 +48,7 @@ export const token: Endpoint = async (ctx, x) => {
   try {
     if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
     else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
+    else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log);
     else if (!grantType) throw new InvalidRequestError('grant_type is missing');
     else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
   } catch (err) {
@@ -186,7 +189,7 @@ interface TokenResponseOptions {
   nonce: string | undefined;
 }
 
-function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
+export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
   const { grant, jti, iat, refreshToken, nonce } = o;
   const exp = iat + ACCESS_TTL_SECONDS;
   const { issuer, audience } = ctx.config;

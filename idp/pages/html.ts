@@ -53,6 +53,13 @@ button.deny{background:#fff;color:var(--ink)}
 button:focus-visible{outline:3px solid #8cc2f5;outline-offset:2px}
 .note{color:var(--muted);font-size:.85rem;margin-top:1.25rem;border-top:1px solid var(--line);padding-top:.9rem}
 .problem{color:#a40e26}
+label{display:block;font-weight:600;margin:1rem 0 .4rem}
+input.code{display:block;width:100%;font:600 1.4rem/1.2 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;
+letter-spacing:.12em;text-transform:uppercase;padding:.6rem .8rem;border:1px solid var(--line);border-radius:8px}
+input.code:focus-visible{outline:3px solid #8cc2f5;outline-offset:1px}
+.code-shown{font:600 1.5rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;letter-spacing:.12em;
+text-align:center;background:var(--bg);border:1px solid var(--line);border-radius:8px;padding:.5rem;margin:1rem 0}
+.done{color:#1a7f37}
 `.trim();
 
 const CSS_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;

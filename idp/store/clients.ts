@@ -1,4 +1,5 @@
 import type { Pool } from '../../lib/db.ts';
+import { isMetadataClientId, type MetadataClient, type MetadataClients } from '../cimd/index.ts';
 
 export interface Client {
   clientId: string;
@@ -14,11 +15,41 @@ export interface ClientStore {
   create(client: Client & { metadata: Record<string, unknown> }): Promise<void>;
 }
 
-export function createClientStore(pool: Pool): ClientStore {
+/**
+ * Records a metadata-document client as last fetched (type `metadata`), so administration can list it; the
+ * document, not this row, stays what authorization decides by.
+ */
+export async function recordMetadataClient(pool: Pool, c: MetadataClient): Promise<void> {
+  await pool.query({
+    name: 'client_record_metadata',
+    text: `INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata)
+           VALUES ($1, $2, $3, 'metadata', $4)
+           ON CONFLICT (client_id) DO UPDATE SET name = EXCLUDED.name, redirect_uris = EXCLUDED.redirect_uris,
+             metadata = EXCLUDED.metadata
+           WHERE platform.oauth_clients.type = 'metadata'`,
+    values: [c.clientId, c.name, JSON.stringify(c.redirectUris), JSON.stringify(c.metadata)],
+  });
+}
+
+/**
+ * Clients by id: an `https://` client_id is a metadata document (fetched and validated, `invalid_client` with
+ * the reason when that fails); any other is a row of platform.oauth_clients (built-in or registered).
+ */
+export function createClientStore(pool: Pool, metadata?: MetadataClients): ClientStore {
   // Clients change rarely and are read on every authorize, token and revoke request.
   const cache = new Map<string, { client: Client; until: number }>();
   return {
     async find(clientId) {
+      if (metadata && isMetadataClientId(clientId)) {
+        const m = await metadata.get(clientId);
+        return {
+          clientId: m.clientId,
+          name: m.name,
+          redirectUris: m.redirectUris,
+          type: 'metadata',
+          metadataDocumentUrl: m.clientId,
+        };
+      }
       const hit = cache.get(clientId);
       if (hit && hit.until > Date.now()) return hit.client;
       const { rows } = await pool.query<{

@@ -17,7 +17,7 @@ export interface Grant {
 /** What is written alongside every issued refresh token: the access token's audit row. */
 export interface Issuance {
   jti: string;
-  grantType: 'authorization_code' | 'refresh_token';
+  grantType: 'authorization_code' | 'refresh_token' | 'urn:ietf:params:oauth:grant-type:device_code';
   /** Scope of the access token (may be narrower than the grant's on refresh). */
   scope?: string;
   iat: number;

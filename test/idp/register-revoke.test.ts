@@ -239,12 +239,3 @@ describe('userinfo', () => {
     }
   });
 });
-
-describe('device authorization', () => {
-  it('is not implemented, in RFC 6749 error form', async () => {
-    const r = await postForm(`${idp.issuer}/oauth/device_authorization`, { client_id: 'platform-cli' });
-    expect(r.status).toBe(400);
-    expect(r.json.error).toBe('unsupported_grant_type');
-    expect(r.json.error_description).toMatch(/not implemented/);
-  });
-});

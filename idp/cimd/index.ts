@@ -1,0 +1,77 @@
+import { createMetadataFetcher, type FetchPolicy } from './fetch.ts';
+import { type MetadataClient, parseClientIdUrl, validateMetadata } from './metadata.ts';
+
+export { isMetadataClientId, type MetadataClient } from './metadata.ts';
+
+/** A document is kept no longer than this, whatever its Cache-Control says. */
+export const MAX_CACHE_SECONDS = 24 * 3600;
+/** A document without Cache-Control (or without max-age) is kept this long. */
+export const DEFAULT_CACHE_SECONDS = 300;
+const MAX_ENTRIES = 1000;
+
+/** Seconds the document may be kept: no-store / no-cache → 0; max-age → at most 24 h; absent → 5 min. */
+export function cacheSeconds(cacheControl: string | undefined): number {
+  if (!cacheControl) return DEFAULT_CACHE_SECONDS;
+  const directives = cacheControl
+    .toLowerCase()
+    .split(',')
+    .map((d) => d.trim());
+  if (directives.some((d) => d === 'no-store' || d === 'no-cache' || d === 'private')) return 0;
+  const maxAge = directives.find((d) => d.startsWith('max-age='));
+  if (!maxAge) return DEFAULT_CACHE_SECONDS;
+  const n = Number(maxAge.slice('max-age='.length).replace(/"/g, ''));
+  if (!Number.isFinite(n) || n < 0) return 0;
+  return Math.min(Math.floor(n), MAX_CACHE_SECONDS);
+}
+
+export interface MetadataClients {
+  /** The validated client a metadata-document client_id names; `invalid_client` on any failure. */
+  get(clientId: string): Promise<MetadataClient>;
+  close(): Promise<void>;
+}
+
+/**
+ * Metadata-document clients: fetched on first use, validated, cached per Cache-Control (≤ 24 h, bounded in
+ * number), one fetch at a time per URL. Failures are not cached: the next request tries again.
+ */
+export function createMetadataClients(
+  policy: FetchPolicy & {
+    now?: () => number;
+    /** Called after each successful fetch (not for cache hits); its failure does not fail the request. */
+    onFetched?: (client: MetadataClient) => Promise<void>;
+  },
+): MetadataClients {
+  const fetcher = createMetadataFetcher(policy);
+  const now = policy.now ?? Date.now;
+  const cache = new Map<string, { client: MetadataClient; until: number }>();
+  const inFlight = new Map<string, Promise<MetadataClient>>();
+
+  async function load(url: URL): Promise<MetadataClient> {
+    const { body, cacheControl } = await fetcher.fetch(url);
+    const client = validateMetadata(url, body);
+    await policy.onFetched?.(client).catch(() => {});
+    const ttl = cacheSeconds(cacheControl);
+    if (ttl > 0) {
+      cache.delete(url.href);
+      if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
+      cache.set(url.href, { client, until: now() + ttl * 1000 });
+    }
+    return client;
+  }
+
+  return {
+    async get(clientId) {
+      const url = parseClientIdUrl(clientId);
+      const hit = cache.get(url.href);
+      if (hit && hit.until > now()) return hit.client;
+      if (hit) cache.delete(url.href);
+      let p = inFlight.get(url.href);
+      if (!p) {
+        p = load(url).finally(() => inFlight.delete(url.href));
+        inFlight.set(url.href, p);
+      }
+      return p;
+    },
+    close: () => fetcher.close(),
+  };
+}

@@ -1,0 +1,72 @@
+import type { Logger } from '../../lib/logger.ts';
+import type { IdpContext } from '../context.ts';
+import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
+import { InvalidGrantError, InvalidRequestError, OAuthError } from '../errors.ts';
+import type { Grant } from '../store/refresh-tokens.ts';
+import { newJti } from '../tokens/jwt.ts';
+import { ACCESS_TTL_SECONDS, newRefreshToken, tokenResponse } from './token.ts';
+
+/**
+ * The device_code grant (RFC 8628 §3.4–3.5): each poll answers authorization_pending, slow_down (polling
+ * faster than the interval; the interval then grows by 5 s), access_denied, expired_token, or the tokens —
+ * once. A device code presented again after it produced tokens is invalid_grant, and the refresh tokens it
+ * produced are revoked (as for a replayed authorization code: someone else holds the code).
+ */
+export async function deviceCodeGrant(
+  ctx: IdpContext,
+  form: Map<string, string>,
+  clientId: string,
+  log: Logger,
+): Promise<Record<string, unknown>> {
+  const code = form.get('device_code');
+  if (!code) throw new InvalidRequestError('device_code is missing');
+  if (code.length > 256) throw new InvalidGrantError('device code is invalid');
+  const outcome = await ctx.deviceCodes.poll(hashDeviceSecret(code), clientId);
+  switch (outcome.kind) {
+    case 'unknown':
+      throw new InvalidGrantError('device code is invalid');
+    case 'wrong_client':
+      throw new InvalidGrantError('device code was issued to another client');
+    case 'consumed': {
+      const revoked = await ctx.refreshTokens.revokeFamily(outcome.familyId, 'device code reused');
+      log.warn({ clientId, revoked }, 'device code reused: its grant is revoked');
+      throw new InvalidGrantError('device code was already used');
+    }
+    case 'expired':
+      throw new OAuthError('expired_token', 'the device code has expired; start again');
+    case 'slow_down':
+      throw new OAuthError('slow_down', `polling too fast; wait ${outcome.interval} s between requests`);
+    case 'pending':
+      throw new OAuthError('authorization_pending', 'the user has not approved the request yet');
+    case 'denied':
+      throw new OAuthError('access_denied', 'the user denied the request');
+  }
+  const a = outcome.approval;
+  const grant: Grant = {
+    familyId: outcome.familyId,
+    userId: a.userId,
+    subject: a.subject,
+    email: a.email,
+    clientId,
+    scope: a.grantedScope,
+    authTime: a.authTime,
+  };
+  const iat = Math.floor(Date.now() / 1000);
+  const jti = newJti();
+  const refresh = newRefreshToken();
+  await ctx.refreshTokens.issue(grant, refresh.token, {
+    jti,
+    grantType: DEVICE_CODE_GRANT,
+    iat,
+    exp: iat + ACCESS_TTL_SECONDS,
+  });
+  log.info({ clientId, sub: grant.subject }, 'device code exchanged');
+  return tokenResponse(ctx, {
+    grant,
+    scope: grant.scope,
+    jti,
+    iat,
+    refreshToken: refresh.value,
+    nonce: undefined,
+  });
+}
