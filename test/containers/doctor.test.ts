@@ -2,13 +2,15 @@
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderTunnelConfig } from '../../deploy/cloudflared/tunnel-config.ts';
 import { PLATFORM_BIN } from '../helpers/processes.ts';
 import { REPO_DIR } from './images.ts';
-import { cfg, signedInUser, stack, stackPool } from './support.ts';
+import { allHealthy, cfg, signedInUser, stack, stackPool } from './support.ts';
 
 const pool = stackPool();
+// An operator runs doctor against a settled stack: a container still in its first health interval is not a FAIL.
+beforeAll(() => allHealthy());
 afterAll(() => pool.end());
 
 function doctor(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
