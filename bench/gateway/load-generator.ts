@@ -3,6 +3,7 @@
 import { connect } from 'node:net';
 import { processEnv } from '../../cli/config.ts';
 import { loadGatewayBenchConfig } from '../config.ts';
+import { Latencies } from '../lib/latencies.ts';
 import { type LoadResult, type LoadSpec, REQUEST_BODY, SERVICE } from './shape.ts';
 
 /**
@@ -66,8 +67,7 @@ async function runLoad(spec: LoadSpec): Promise<void> {
       body,
     ]),
   );
-  let samples = new Float64Array(1 << 20);
-  let count = 0;
+  const latencies = new Latencies();
   let non2xx = 0;
   let errors = 0;
   let running = true;
@@ -108,12 +108,7 @@ async function runLoad(spec: LoadSpec): Promise<void> {
             if (buf.length < total) return;
             const status = Number(head.slice(9, 12));
             if (status < 200 || status > 299) non2xx += 1;
-            if (count === samples.length) {
-              const bigger = new Float64Array(samples.length * 2);
-              bigger.set(samples);
-              samples = bigger;
-            }
-            samples[count++] = (performance.now() - sentAt) * 1000;
+            latencies.add((performance.now() - sentAt) * 1000);
             buf = buf.subarray(total);
             send();
           }
@@ -129,17 +124,7 @@ async function runLoad(spec: LoadSpec): Promise<void> {
   running = false;
   const elapsed = (performance.now() - started) / 1000;
   await Promise.race([Promise.all(finished), new Promise((r) => setTimeout(r, 2000))]);
-  const sorted = samples.subarray(0, count).sort();
-  const pct = (p: number) =>
-    count === 0 ? 0 : sorted[Math.min(count - 1, Math.floor((p / 100) * count))]! / 1000;
-  const result: LoadResult = {
-    requestsPerSecond: count / elapsed,
-    p50: pct(50),
-    p99: pct(99),
-    total: count,
-    non2xx,
-    errors,
-  };
+  const result = latencies.result(elapsed, { non2xx, errors });
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }

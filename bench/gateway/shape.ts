@@ -54,11 +54,4 @@ export interface LoadSpec {
   duration: number;
 }
 
-export interface LoadResult {
-  requestsPerSecond: number;
-  p50: number;
-  p99: number;
-  total: number;
-  non2xx: number;
-  errors: number;
-}
+export type { LoadResult } from '../lib/latencies.ts';

@@ -4,7 +4,8 @@
 // Prints one JSON LoadResult line.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import type { LoadResult, LoadSpec } from './shape.ts';
+import { Latencies } from '../lib/latencies.ts';
+import type { LoadSpec } from './shape.ts';
 
 /** Length of a complete response at the start of `buf`, or -1 when more bytes are needed; NaN: unparsable. */
 function responseLength(buf: Buffer): number {
@@ -34,8 +35,7 @@ async function run(spec: LoadSpec): Promise<void> {
   const requests = (JSON.parse(readFileSync(spec.requestsFile, 'utf8')) as string[]).map((r) =>
     Buffer.from(r, 'base64'),
   );
-  let samples = new Float64Array(1 << 20);
-  let count = 0;
+  const latencies = new Latencies();
   let non2xx = 0;
   let errors = 0;
   let running = true;
@@ -73,12 +73,7 @@ async function run(spec: LoadSpec): Promise<void> {
               non2xx += 1;
               if (non2xx === 1) process.stderr.write(`${buf.toString('utf8', 0, Math.min(total, 600))}\n`);
             }
-            if (count === samples.length) {
-              const bigger = new Float64Array(samples.length * 2);
-              bigger.set(samples);
-              samples = bigger;
-            }
-            samples[count++] = (performance.now() - sentAt) * 1000;
+            latencies.add((performance.now() - sentAt) * 1000);
             buf = buf.subarray(total);
             send();
           }
@@ -94,17 +89,7 @@ async function run(spec: LoadSpec): Promise<void> {
   running = false;
   const elapsed = (performance.now() - started) / 1000;
   await Promise.race([Promise.all(finished), new Promise((r) => setTimeout(r, 2000))]);
-  const sorted = samples.subarray(0, count).sort();
-  const pct = (p: number) =>
-    count === 0 ? 0 : sorted[Math.min(count - 1, Math.floor((p / 100) * count))]! / 1000;
-  const result: LoadResult = {
-    requestsPerSecond: count / elapsed,
-    p50: pct(50),
-    p99: pct(99),
-    total: count,
-    non2xx,
-    errors,
-  };
+  const result = latencies.result(elapsed, { non2xx, errors });
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }

@@ -35,14 +35,7 @@ export interface LoadSpec {
   duration: number;
 }
 
-export interface LoadResult {
-  requestsPerSecond: number;
-  p50: number;
-  p99: number;
-  total: number;
-  non2xx: number;
-  errors: number;
-}
+export type { LoadResult } from '../lib/latencies.ts';
 
 /** One raw HTTP/1.1 request. */
 export function rawRequest(
