@@ -1,4 +1,4 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
 
 // The gateway vouches for the caller to a tool server with these headers (docs/security.md, docs/gateway.md).
 // Signature v2: `x-platform-identity: t=<unix s>,v2=<hex HMAC-SHA256>` over the newline-joined lines
@@ -62,7 +62,8 @@ export const EMPTY_BODY_SHA256 = createHash('sha256').digest('hex');
 /** Hex SHA-256 of a raw request body (an empty body hashes the empty string). */
 export function bodySha256(body: Uint8Array | null | undefined): string {
   if (!body || body.length === 0) return EMPTY_BODY_SHA256;
-  return createHash('sha256').update(body).digest('hex');
+  // The one-shot form: no Hash object per request (the gateway and every tool server hash each body).
+  return hash('sha256', body, 'hex');
 }
 
 function mac(key: string, t: number, r: SignedRequest, id: Identity): string {

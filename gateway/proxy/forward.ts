@@ -93,6 +93,12 @@ export interface Outbound {
   narrow?: ToolFilter | undefined;
 }
 
+function isEventStream(type: string | string[] | undefined): boolean {
+  return (
+    typeof type === 'string' && type.length >= 17 && type.slice(0, 17).toLowerCase() === 'text/event-stream'
+  );
+}
+
 /** How a narrowed tools/list answer is being relayed. */
 type Narrowing =
   | { kind: 'json'; status: number; headers: string[]; chunks: Buffer[] }
@@ -221,8 +227,10 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
       );
       return;
     }
-    // A streamed response (SSE: no Content-Length) must not wait for its first event to show its headers.
-    if (headers['content-length'] === undefined) res.flushHeaders();
+    // An event stream must not wait for its first event to show its headers. Anything else is not flushed early:
+    // Node then sends the headers with the first chunk (and a chunked answer that arrived whole, as the MCP SDK's
+    // JSON answers do, goes out in one write with its last chunk) instead of one write for each.
+    if (isEventStream(headers['content-type'])) res.flushHeaders();
   }
 
   /**

@@ -232,6 +232,13 @@ export async function startUpstream(port = 0): Promise<Upstream> {
       res.end('{"status":"ok"}');
       return;
     }
+    if (url.endsWith('/chunked')) {
+      // As the MCP SDK answers: JSON without a Content-Length, the whole body in one chunk, then the end.
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(JSON.stringify({ jsonrpc: '2.0', id: 1, result: { bodyLength: body.length } }));
+      res.end();
+      return;
+    }
     const slow = /[?&]ms=(\d+)/.exec(url);
     if (url.includes('/slow') && slow) await new Promise((r) => setTimeout(r, Number(slow[1])));
     const payload = JSON.stringify({

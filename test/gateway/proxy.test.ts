@@ -2,6 +2,7 @@
 // request ids, keep-alive pooling, the upstream retry window and graceful shutdown.
 import { randomUUID } from 'node:crypto';
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { jwksKey } from '../../lib/revocation.ts';
@@ -133,6 +134,37 @@ describe('SSE', () => {
     await expect.poll(() => upstream.aborted.includes(path)).toBe(true);
   });
 });
+
+describe('chunked answers', () => {
+  it('a chunked JSON answer that arrived whole leaves in one write: headers, body and last chunk together', async () => {
+    // Flushing the headers early is for event streams only; doing it for every answer without a length (the MCP
+    // SDK's JSON answers) cost a write and a packet per request.
+    const body = '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"whoami"}}';
+    const reads = await rawExchange(
+      gw.url,
+      `POST /mail/chunked HTTP/1.1\r\nHost: ${new URL(gw.url).host}\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+    );
+    const text = reads.join('');
+    expect(text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(text).toMatch(/\r\ntransfer-encoding: chunked\r\n/i);
+    expect(text).toContain(`"bodyLength":${body.length}`);
+    expect(text.endsWith('\r\n0\r\n\r\n')).toBe(true);
+    expect(reads.length).toBe(1);
+  });
+});
+
+/** Sends one raw request and collects what the socket reads, read by read, until the server closes. */
+function rawExchange(base: string, raw: string): Promise<string[]> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const reads: string[] = [];
+    const socket = connect(Number(port), hostname, () => socket.write(raw));
+    socket.on('data', (d: Buffer) => reads.push(d.toString('latin1')));
+    socket.on('end', () => resolve(reads));
+    socket.on('error', reject);
+  });
+}
 
 describe('bodies and headers', () => {
   it('reads a chunked request body whole and forwards it unchanged with its length, signed over its hash', async () => {
