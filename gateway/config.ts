@@ -11,18 +11,12 @@ import {
   redisUrl,
   requiredString,
 } from '../lib/config.ts';
+import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.ts';
 import { isServiceName } from '../lib/service-name.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
 // ones docs/reference.md § Gateway lists, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
-
-/** A `Host` header pattern: `name` exactly, or `name:*` for the name with any (or no) port. */
-export interface HostPattern {
-  host: string;
-  /** undefined: any port, including none; '' : no port; else the exact port. */
-  port: string | undefined;
-}
 
 export interface ServiceConfig {
   name: string;
@@ -92,7 +86,6 @@ export interface GatewayConfig {
 
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9.-]{0,253}$/;
-const HOST_PATTERN = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+)(?::(\*|\d{1,5}))?$/;
 
 export function envPrefix(service: string): string {
   return service.toUpperCase().replace(/-/g, '_');
@@ -114,13 +107,10 @@ function integer(env: Env, name: string, fallback: number, opts: { min: number; 
   return n;
 }
 
-export function parseHostPattern(name: string, value: string): HostPattern {
-  const m = HOST_PATTERN.exec(value.trim());
-  if (!m) throw new ConfigError(name, `"${value}" is not a host pattern (host, host:port or host:*)`);
-  const p = m[2];
-  if (p !== undefined && p !== '*' && Number(p) > 65535)
-    throw new ConfigError(name, `"${value}" has a bad port`);
-  return { host: m[1]!.toLowerCase(), port: p === '*' ? undefined : (p ?? '') };
+function hostPattern(name: string, value: string): HostPattern {
+  const p = parseHostPattern(value);
+  if (typeof p === 'string') throw new ConfigError(name, p);
+  return p;
 }
 
 function origin(name: string, value: string): string {
@@ -168,7 +158,7 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
   }
   const hostsVar = `${P}_MCP_ALLOWED_HOSTS`;
   const hosts = csv(env, hostsVar, ['localhost:*', '127.0.0.1:*', base.host]).map((h) =>
-    parseHostPattern(hostsVar, h),
+    hostPattern(hostsVar, h),
   );
   const originsVar = `${P}_MCP_ALLOWED_ORIGINS`;
   const origins = csv(env, originsVar, [base.origin]).map((o) => origin(originsVar, o));

@@ -1,23 +1,6 @@
-import type { HostPattern, ServiceConfig } from './config.ts';
+import { matchHostHeader } from '../lib/host-patterns.ts';
+import type { ServiceConfig } from './config.ts';
 import { InvalidHostError, InvalidOriginError } from './errors.ts';
-
-function splitHost(host: string): { name: string; port: string } {
-  const h = host.toLowerCase();
-  if (h.startsWith('[')) {
-    const end = h.indexOf(']');
-    return { name: h.slice(0, end + 1), port: h[end + 1] === ':' ? h.slice(end + 2) : '' };
-  }
-  const i = h.lastIndexOf(':');
-  return i < 0 ? { name: h, port: '' } : { name: h.slice(0, i), port: h.slice(i + 1) };
-}
-
-export function hostMatches(patterns: readonly HostPattern[], host: string): boolean {
-  const { name, port } = splitHost(host);
-  for (const p of patterns) {
-    if (p.host === name && (p.port === undefined || p.port === port)) return true;
-  }
-  return false;
-}
 
 // A deployment sees a handful of Host values, so each answer is remembered rather than re-parsed on every
 // request; bounded, because the header is the client's to choose.
@@ -33,7 +16,7 @@ export function createHostGuard(service: ServiceConfig): (host: string | undefin
     if (host === undefined) throw new InvalidHostError();
     let ok = seen.get(host);
     if (ok === undefined) {
-      ok = hostMatches(service.allowedHosts, host);
+      ok = matchHostHeader(service.allowedHosts, host);
       if (seen.size < MEMO_LIMIT) seen.set(host, ok);
     }
     if (!ok) throw new InvalidHostError();

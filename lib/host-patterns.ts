@@ -39,3 +39,26 @@ export function matchHost(
     return name.endsWith(suffix) && name.length > suffix.length;
   });
 }
+
+/**
+ * Whether a `Host` header value (`name`, `name:port`, `[v6]:port`) is one the patterns allow. Without a port
+ * in the header, only patterns for the default port (`host`) or any port (`host:*`) match.
+ */
+export function matchHostHeader(patterns: readonly HostPattern[], header: string): boolean {
+  const h = header.toLowerCase();
+  let name: string;
+  let port: string;
+  if (h.startsWith('[')) {
+    const end = h.indexOf(']');
+    if (end < 0) return false;
+    name = h.slice(0, end + 1);
+    if (end + 1 < h.length && h[end + 1] !== ':') return false;
+    port = h.slice(end + 2);
+  } else {
+    const i = h.lastIndexOf(':');
+    name = i < 0 ? h : h.slice(0, i);
+    port = i < 0 ? '' : h.slice(i + 1);
+  }
+  if (port !== '' && !/^\d{1,5}$/.test(port)) return false;
+  return matchHost(patterns, name, port) !== undefined;
+}

@@ -10,6 +10,7 @@ import {
   port,
   requiredString,
 } from '../lib/config.ts';
+import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { IDENTITY_KEY_PATTERN } from '../lib/identity.ts';
 
 export const TOOL_SERVICES = ['platform', 'mail', 'deals'] as const;
@@ -38,7 +39,7 @@ export interface ToolServerConfig {
   /** How long a user found in the users table is remembered; a deleted user is refused within this time. */
   usersCacheMs: number;
   /** Host-header patterns (`host:*` = any port); empty = no host guard. */
-  allowedHosts: readonly string[];
+  allowedHosts: readonly HostPattern[];
   /** Allowed `Origin` values; empty = no origin guard. */
   allowedOrigins: readonly string[];
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
@@ -80,13 +81,12 @@ function graphConfig(env: Env): GraphConfig | undefined {
   });
 }
 
-function hostPatterns(env: Env, name: string): string[] {
-  const out = csv(env, name).map((h) => h.toLowerCase());
-  for (const h of out) {
-    if (!/^[a-z0-9.[\]:-]+(:\*)?$/.test(h))
-      throw new ConfigError(name, `"${h}" is not a host pattern (host, host:port or host:*)`);
-  }
-  return out;
+function hostPatterns(env: Env, name: string): HostPattern[] {
+  return csv(env, name).map((h) => {
+    const p = parseHostPattern(h);
+    if (typeof p === 'string') throw new ConfigError(name, p);
+    return p;
+  });
 }
 
 function origins(env: Env, name: string): string[] {

@@ -45,9 +45,9 @@ describe('defaults', () => {
       sharedSecret: undefined,
     });
     expect(deals!.allowedHosts).toEqual([
-      { host: 'localhost', port: undefined },
-      { host: '127.0.0.1', port: undefined },
-      { host: 'mcp.example.com', port: '' },
+      { host: 'localhost', port: undefined, exact: true },
+      { host: '127.0.0.1', port: undefined, exact: true },
+      { host: 'mcp.example.com', port: '', exact: true },
     ]);
     expect([...deals!.allowedOrigins]).toEqual(['https://mcp.example.com']);
     // Each service signs with its own key, derived from the one secret (lib/identity.ts).

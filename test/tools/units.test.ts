@@ -2,6 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from '../../lib/config.ts';
+import { type HostPattern, parseHostPattern } from '../../lib/host-patterns.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { loadToolConfig } from '../../tools/config.ts';
 import {
@@ -133,11 +134,32 @@ describe('send-as', () => {
 describe('host guard', () => {
   const req = (host: string, origin?: string) =>
     ({ headers: { host, ...(origin ? { origin } : {}) } }) as IncomingMessage;
-  const guard = createHostGuard(['localhost:*', 'deals:3000'], ['https://app.example.com']);
-  it('matches host:* on any port and host:port exactly', () => {
-    for (const ok of ['localhost', 'localhost:1', 'LOCALHOST:65535', 'deals:3000'])
+  const patterns = (...ps: string[]) => ps.map((p) => parseHostPattern(p) as HostPattern);
+  const guard = createHostGuard(patterns('localhost:*', 'deals:3000', '*.tools.example', '[::1]:*'), [
+    'https://app.example.com',
+  ]);
+  it('matches host:* on any port, host:port exactly, *.domain on subdomains and bracketed IPv6', () => {
+    for (const ok of [
+      'localhost',
+      'localhost:1',
+      'LOCALHOST:65535',
+      'deals:3000',
+      'a.tools.example',
+      '[::1]:80',
+    ])
       expect(() => guard.check(req(ok))).not.toThrow();
-    for (const bad of ['localhost.evil.com', 'localhost:x', 'deals:3001', 'deals', 'evil:3000']) {
+    for (const bad of [
+      'localhost.evil.com',
+      'localhost:x',
+      'deals:3001',
+      'deals',
+      'evil:3000',
+      'tools.example',
+      'a.tools.example:8443',
+      'a.tools.example.evil',
+      '[::1',
+      '[::1]x',
+    ]) {
       expect(() => guard.check(req(bad))).toThrow(/Invalid Host header/);
     }
   });
