@@ -15,6 +15,7 @@ import {
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
+import { isServiceName } from '../lib/service-name.ts';
 
 export interface IdpConfig {
   port: number;
@@ -115,7 +116,6 @@ export function parseTrustedProxies(list: readonly string[]): string[] {
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
-const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$/;
 
 function table(env: Env, name: string, fallback: string): string {
@@ -172,7 +172,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     })();
   const services = csv(env, 'PLATFORM_SERVICES', ['platform', 'mail', 'deals', 'calendar', 'crm']);
   for (const s of services) {
-    if (!SERVICE_NAME.test(s))
+    if (!isServiceName(s))
       throw new ConfigError('PLATFORM_SERVICES', `"${s}" is not a service name ([a-z][a-z0-9-]*)`);
   }
   if (services.length === 0) throw new ConfigError('PLATFORM_SERVICES', 'names no service');

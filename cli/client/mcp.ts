@@ -1,11 +1,11 @@
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { isServiceName } from '../../lib/service-name.ts';
 import type { ClientConfig } from '../config.ts';
 import { accessToken, renewAccessToken } from '../token.ts';
 import { readCredentials } from './credentials.ts';
 import { CliError, describeError, isUnreachable, LOGIN_HINT } from './errors.ts';
 import type { Io } from './io.ts';
 
-const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const CLIENT_INFO = { name: 'platform-cli', version: '0.1.0' };
 
 /** The gateway's error body (`{"error":{"code","message","context":{"reason"}}}`), as far as it is one. */
@@ -29,7 +29,7 @@ export async function withService<T>(
   io: Io,
   work: (client: Client, endpoint: string) => Promise<T>,
 ): Promise<T> {
-  if (!SERVICE_NAME.test(service)) {
+  if (!isServiceName(service)) {
     throw new CliError('USAGE', `"${service}" is not a service name (e.g. platform, mail, deals)`, {
       exitCode: 2,
     });

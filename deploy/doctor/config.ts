@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { ConfigError, type Env, httpUrl, optionalString } from '../../lib/config.ts';
+import { isServiceName } from '../../lib/service-name.ts';
 import { TOOL_SERVICES } from '../../tools/config.ts';
 
 // `platform doctor`'s settings: flags first, then the environment. The only module of the doctor that reads
@@ -27,8 +28,6 @@ export interface DoctorConfig {
   compose: { file: string; project: string | undefined; docker: string } | undefined;
 }
 
-// Same rule as the gateway's GATEWAY_SERVICES: the name is a path segment.
-const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 const DEFAULT_TIMEOUT_SECONDS = 10;
 
 export function loadDoctorConfig(env: Env, flags: DoctorFlags): DoctorConfig {
@@ -62,7 +61,7 @@ function services(flag: string | undefined): string[] {
     .filter((s) => s !== '');
   if (names.length === 0) throw new ConfigError('--service', 'names no service');
   for (const n of names) {
-    if (!SERVICE_NAME.test(n))
+    if (!isServiceName(n))
       throw new ConfigError('--service', `"${n}" is not a service name ([a-z][a-z0-9-]*)`);
   }
   return [...new Set(names)];
