@@ -23,6 +23,7 @@ import { createConsentStore } from './store/consents.ts';
 import { createDeviceCodeStore } from './store/device-codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createSessionStore } from './store/sessions.ts';
+import { schedulePurge } from './store/purge.ts';
 import { createKeyPublicationStore } from './store/signing-keys.ts';
 import { JwtSigner } from './tokens/jwt.ts';
 import { loadSigningKeys } from './tokens/keys.ts';
@@ -177,6 +178,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     );
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
+    const stopPurge = schedulePurge({ pool, log: log.child({ component: 'purge' }) });
     log.info(
       {
         port: addr.port,
@@ -191,6 +193,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
       async close(opts = {}) {
+        stopPurge();
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await metadataClients.close();

@@ -1,0 +1,47 @@
+import type { Pool } from '../../lib/db.ts';
+import type { Logger } from '../../lib/logger.ts';
+
+/**
+ * How long authorization and device codes are kept past their expiry. Within it a replayed code is still
+ * recognised as a replay (and revokes what it issued, RFC 6749 §4.1.2); after it the row only takes space.
+ */
+export const CODE_RETENTION = '1 day';
+/** How often each IdP purges; several replicas purging the same rows is harmless (DELETE is idempotent). */
+export const PURGE_INTERVAL_MS = 60 * 60 * 1000;
+
+export interface Purged {
+  codes: number;
+  deviceCodes: number;
+}
+
+/** Deletes the authorization and device codes that expired more than CODE_RETENTION ago. */
+export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
+  const codes = await pool.query(
+    `DELETE FROM platform.oauth_codes WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
+  );
+  const device = await pool.query(
+    `DELETE FROM platform.device_codes WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
+  );
+  return { codes: codes.rowCount ?? 0, deviceCodes: device.rowCount ?? 0 };
+}
+
+/**
+ * Purges now-and-then for as long as the IdP runs: a first time a little after start (spread over
+ * `intervalMs / 60`, so replicas started together do not all purge at once), then every `intervalMs`. A failure
+ * (the database away) is logged and tried again at the next turn. The timers never keep the process alive.
+ */
+export function schedulePurge(opts: { pool: Pool; log: Logger; intervalMs?: number }): () => void {
+  const interval = opts.intervalMs ?? PURGE_INTERVAL_MS;
+  let timer: NodeJS.Timeout;
+  const run = async () => {
+    try {
+      const n = await purgeExpiredCodes(opts.pool);
+      if (n.codes + n.deviceCodes > 0) opts.log.info({ ...n }, 'expired codes purged');
+    } catch (err) {
+      opts.log.warn({ err: { message: (err as Error).message } }, 'expired codes not purged this time');
+    }
+    timer = setTimeout(run, interval).unref();
+  };
+  timer = setTimeout(run, Math.random() * (interval / 60)).unref();
+  return () => clearTimeout(timer);
+}
