@@ -166,8 +166,8 @@ export const searchUsersRoute: AdminHandler = async ({ ctx, query }) => {
   if (found[0]?.found === true) {
     const like = `%${part.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     const { rows } = await ctx.pool.query<{ email: string }>(
-      `SELECT DISTINCT lower(email) AS email FROM ${ident(table)}
-        WHERE lower(email) LIKE $1 ORDER BY lower(email) = $2 DESC, lower(email) LIMIT $3`,
+      `SELECT email FROM (SELECT DISTINCT lower(email) AS email FROM ${ident(table)} WHERE lower(email) LIKE $1) m
+        ORDER BY email = $2 DESC, email LIMIT $3`,
       [like, part, SEARCH_MAX],
     );
     items = rows;
