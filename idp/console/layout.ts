@@ -50,6 +50,7 @@ form.find input{width:16rem}
 input:focus-visible,select:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid #8cc2f5;outline-offset:1px}
 .row{display:flex;gap:.6rem;align-items:center;flex-wrap:wrap;margin-top:.9rem}
 .spacer{flex:1}
+.row h1{margin:0}
 button,.button{font:inherit;font-weight:600;font-size:.88rem;border-radius:6px;padding:.35rem .9rem;cursor:pointer;
 border:1px solid var(--line);background:#fff;color:var(--ink);text-decoration:none;display:inline-block;white-space:nowrap}
 button.primary{background:var(--accent);border-color:var(--accent);color:#fff}

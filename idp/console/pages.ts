@@ -57,11 +57,11 @@ function detailCell(i: AuditItem): Html {
       .split(' ')
       .filter((s) => s.startsWith('mcp:'))
       .map((s) => s.slice(4));
-    return html`${i.grant_type ?? ''}<br><span class="muted small">${services.length ? services.join(', ') : 'no service'}</span>`;
+    return html`${i.grant_type ?? ''} <span class="muted small">· ${services.length ? services.join(', ') : 'no service'}</span>`;
   }
   if (i.event === 'refused') {
     const d = i.detail as { source?: string; reason?: string } | null;
-    return html`<span class="mono">${i.target ?? ''}</span> · ${d?.source ?? ''}<br><span class="muted small">${d?.reason ?? ''}</span>`;
+    return html`<span class="mono">${i.target ?? ''}</span> <span class="muted small">· ${d?.source ?? ''}: ${d?.reason ?? ''}</span>`;
   }
   return html`${i.target ? html`<span class="mono">${i.target}</span>` : html`<span class="muted">—</span>`}`;
 }
