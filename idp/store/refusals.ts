@@ -29,6 +29,15 @@ export interface RefusalStore {
   perHour(hours: number): Promise<Array<{ hour: Date; issued: number; refused: number }>>;
 }
 
+// One index range scan per record from the first hour on (issuance_audit_at_id, refusal_audit_at), grouped by
+// hour; hours without a row are filled in by perHour.
+export const PER_HOUR_QUERY = `
+  SELECT date_trunc('hour', issued_at) AS hour, 'i' AS kind, count(*)::int AS n FROM platform.issuance_audit
+   WHERE issued_at >= date_trunc('hour', now()) - ($1::int - 1) * interval '1 hour' GROUP BY 1
+  UNION ALL
+  SELECT date_trunc('hour', at), 'r', count(*)::int FROM platform.refusal_audit
+   WHERE at >= date_trunc('hour', now()) - ($1::int - 1) * interval '1 hour' GROUP BY 1`;
+
 export function createRefusalStore(pool: Pool): RefusalStore {
   return {
     async record(r, log) {
@@ -61,19 +70,23 @@ export function createRefusalStore(pool: Pool): RefusalStore {
       }
     },
     async perHour(hours) {
-      // One index range count per hour and record (issuance_audit_at_id, refusal_audit_at): 2 × hours short scans.
-      const { rows } = await pool.query<{ hour: Date; issued: number; refused: number }>(
-        `SELECT h.hour,
-                (SELECT count(*) FROM platform.issuance_audit
-                  WHERE issued_at >= h.hour AND issued_at < h.hour + interval '1 hour')::int AS issued,
-                (SELECT count(*) FROM platform.refusal_audit
-                  WHERE at >= h.hour AND at < h.hour + interval '1 hour')::int AS refused
-           FROM generate_series(date_trunc('hour', now()) - ($1::int - 1) * interval '1 hour',
-                                date_trunc('hour', now()), interval '1 hour') AS h(hour)
-          ORDER BY h.hour`,
-        [hours],
-      );
-      return rows;
+      const [{ rows }, now] = await Promise.all([
+        pool.query<{ hour: Date; kind: 'i' | 'r'; n: number }>(PER_HOUR_QUERY, [hours]),
+        pool.query<{ hour: Date }>(`SELECT date_trunc('hour', now()) AS hour`),
+      ]);
+      const last = now.rows[0]!.hour.getTime();
+      const out = Array.from({ length: hours }, (_, i) => ({
+        hour: new Date(last - (hours - 1 - i) * 3600_000),
+        issued: 0,
+        refused: 0,
+      }));
+      for (const r of rows) {
+        const slot = out[hours - 1 - Math.round((last - r.hour.getTime()) / 3600_000)];
+        if (!slot) continue; // a row stamped in the future (clock skew between replicas)
+        if (r.kind === 'i') slot.issued = r.n;
+        else slot.refused = r.n;
+      }
+      return out;
     },
   };
 }
