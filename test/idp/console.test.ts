@@ -43,6 +43,10 @@ function expectStrictPage(headers: Record<string, string>, body: string): void {
   const csp = headers['content-security-policy'] ?? '';
   expect(csp).toMatch(/^default-src 'none'; style-src 'sha256-[A-Za-z0-9+/=]+'; form-action 'self';/);
   expect(csp).toContain("frame-ancestors 'none'");
+  // The page's one stylesheet is the one the policy allows (else the browser shows it unstyled).
+  const style = /<style>([\s\S]*?)<\/style>/.exec(body)![1]!;
+  expect(csp).toContain(`'sha256-${createHash('sha256').update(style).digest('base64')}'`);
+  expect(body.match(/<style/g)).toHaveLength(1);
   expect(body).not.toMatch(/<script/i);
   expect(body).not.toMatch(/\son[a-z]+\s*=/i);
   expect(body).not.toMatch(/\sstyle\s*=/i);
