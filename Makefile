@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test test-containers lint typecheck check bench bench-idp bench-gateway bench-tools node deps install uninstall test-tools container-tools bench-deps clean
+.PHONY: dev test test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
@@ -37,7 +37,7 @@ typecheck: deps
 
 check: lint typecheck test
 
-bench: bench-idp bench-gateway bench-tools
+bench: bench-idp bench-gateway bench-tools bench-audit
 
 bench-idp: deps
 	node bench/idp-refresh.ts
@@ -48,6 +48,10 @@ bench-gateway: deps bench-deps
 # MCP 2026-07-28 tools/call: the bare SDK v2 server, our tool server, and the tool server behind the gateway.
 bench-tools: deps
 	node bench/tools-call.ts
+
+# Server time of the admin API's audit pages at 100 000 audit rows (docs/performance.md § Admin audit).
+bench-audit: deps
+	node bench/admin-audit.ts
 
 node: $(NODE_DEP)
 

@@ -13,6 +13,7 @@ import type { CodeStore } from './store/codes.ts';
 import type { ConsentStore } from './store/consents.ts';
 import type { DeviceCodeStore } from './store/device-codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
+import type { RefusalStore } from './store/refusals.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
 import type { SigningKey } from './tokens/keys.ts';
@@ -36,6 +37,8 @@ export interface IdpContext {
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;
+  /** Refused grants and consents (the console's chart and the audit's `refused` rows). */
+  refusals: RefusalStore;
   rateLimiter: RateLimiter;
   /** For stores the admin API builds over the provider's tables. */
   pool: Pool;

@@ -1,5 +1,7 @@
 import { adminApi } from './admin/router.ts';
 import type { IdpConfig, RateLimitedEndpoint } from './config.ts';
+import { consoleMount } from './console/console.ts';
+import { consoleRoutes } from './console/routes.ts';
 import type { Endpoint } from './context.ts';
 import { authorize } from './endpoints/authorize.ts';
 import { consentDecision } from './endpoints/consent.ts';
@@ -15,8 +17,13 @@ import type { SigningKey } from './tokens/keys.ts';
 
 export type RouteTable = ReadonlyMap<string, Readonly<Record<string, Endpoint>>>;
 
-/** A path ending in `/` in the table mounts a sub-router for everything below it (the admin API). */
+/**
+ * A path ending in `/` in the table mounts a sub-router for everything below it: the admin API, and the
+ * console (everything else under /admin/, and /admin itself). The longer mount is tried first.
+ */
 const ADMIN_MOUNT = '/admin/api/';
+const CONSOLE_MOUNT = '/admin/';
+const MOUNTS = [ADMIN_MOUNT, CONSOLE_MOUNT];
 const ANY_METHOD = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 const health: Endpoint = async (_ctx, { res }) => {
@@ -36,6 +43,8 @@ function limited(name: RateLimitedEndpoint, endpoint: Endpoint): Endpoint {
 export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTable {
   const meta = discovery(config);
   const admin = Object.fromEntries(ANY_METHOD.map((m) => [m, adminApi]));
+  const consoleEndpoint = consoleMount(consoleRoutes);
+  const consolePages = Object.fromEntries(ANY_METHOD.map((m) => [m, consoleEndpoint]));
   return new Map<string, Record<string, Endpoint>>([
     ['/.well-known/openid-configuration', { GET: meta }],
     ['/.well-known/oauth-authorization-server', { GET: meta }],
@@ -49,11 +58,14 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
     ['/oauth/device', { GET: deviceVerification, POST: deviceDecision }],
     ['/health', { GET: health }],
     [ADMIN_MOUNT, admin],
+    ['/admin', consolePages],
+    [CONSOLE_MOUNT, consolePages],
   ]);
 }
 
 export function findRoute(table: RouteTable, path: string): Readonly<Record<string, Endpoint>> | undefined {
   const exact = table.get(path);
   if (exact) return exact;
-  return path.startsWith(ADMIN_MOUNT) ? table.get(ADMIN_MOUNT) : undefined;
+  const mount = MOUNTS.find((m) => path.startsWith(m));
+  return mount ? table.get(mount) : undefined;
 }

@@ -22,6 +22,7 @@ import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
 import { createDeviceCodeStore } from './store/device-codes.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
+import { createRefusalStore } from './store/refusals.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { schedulePurge } from './store/purge.ts';
 import { createKeyPublicationStore } from './store/signing-keys.ts';
@@ -145,6 +146,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
+      refusals: createRefusalStore(pool),
       rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,
       metrics: deps.metrics,

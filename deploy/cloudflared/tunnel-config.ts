@@ -48,10 +48,12 @@ export function ingressRules(o: TunnelOptions): IngressRule[] {
   }
   rules.push(
     rule(
-      '^/oauth/(authorize|token|register|revoke|userinfo|device_authorization)$',
-      'the OpenID Connect provider (docs/reference.md)',
+      '^/oauth/(authorize|token|register|revoke|userinfo|device_authorization|device)$',
+      'the OpenID Connect provider (docs/reference.md), with the device verification page',
     ),
   );
+  // The admin API (/admin/api/…) and the console's pages (/admin, /admin/…), both served by the IdP.
+  rules.push(rule('^/admin(/.*)?$', 'administration: the admin API and the console (docs/console.md)'));
   rules.push(rule('^/\\.well-known/(openid-configuration|oauth-authorization-server|jwks\\.json)$'));
   if (o.webAppUrl !== undefined) {
     rules.push({

@@ -1,7 +1,13 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { InvalidRequestError } from '../errors.ts';
-import { type AuditFilter, type AuditItem, type AuditPosition, readAudit } from '../store/audit.ts';
+import {
+  type AuditFilter,
+  type AuditItem,
+  type AuditKind,
+  type AuditPosition,
+  readAudit,
+} from '../store/audit.ts';
 import type { AdminHandler, AdminRequest } from './router.ts';
 
 const PAGE_MAX = 500;
@@ -12,8 +18,8 @@ const SERVICE = /^[a-z][a-z0-9-]{0,62}$/;
 const FILTERS = ['email', 'client_id', 'service', 'since', 'until'] as const;
 
 /** GET /admin/api/audit → {"items", "next_cursor"}: one page, newest first. */
-export const auditPage: AdminHandler = async ({ ctx, x }) => {
-  const q = query(x.url, ['limit', 'cursor']);
+export const auditPage: AdminHandler = async ({ ctx, query: given }) => {
+  const q = query(given, ['limit', 'cursor']);
   const filter = auditFilter(q);
   const limit = count(q.get('limit'), PAGE_MAX) ?? PAGE_DEFAULT;
   const cursor = q.get('cursor');
@@ -29,8 +35,8 @@ export const auditPage: AdminHandler = async ({ ctx, x }) => {
 
 /** GET /admin/api/audit.jsonl and .csv: every matching row (or `limit`), streamed as it is read. */
 export function auditExport(format: 'jsonl' | 'csv'): AdminHandler {
-  return async ({ ctx, x }: AdminRequest) => {
-    const q = query(x.url, ['limit']);
+  return async ({ ctx, x, query: given }: AdminRequest) => {
+    const q = query(given, ['limit']);
     const filter = auditFilter(q);
     const limit = count(q.get('limit'), Number.MAX_SAFE_INTEGER);
     const res = x.res;
@@ -71,10 +77,10 @@ async function write(res: ServerResponse, chunk: string): Promise<boolean> {
 /**
  * The query parameters, each at most once, none unknown (a misspelt filter must not silently widen an export).
  */
-function query(url: URL, extra: readonly string[]): Map<string, string> {
+function query(params: URLSearchParams, extra: readonly string[]): Map<string, string> {
   const allowed = new Set<string>([...FILTERS, ...extra]);
   const q = new Map<string, string>();
-  for (const [k, v] of url.searchParams) {
+  for (const [k, v] of params) {
     if (!allowed.has(k))
       throw new InvalidRequestError(`unknown parameter ${k}; known: ${[...allowed].join(', ')}`);
     if (q.has(k)) throw new InvalidRequestError(`parameter ${k} is repeated`);
@@ -120,9 +126,9 @@ function describe(q: Map<string, string>): Record<string, string> {
 const encodeCursor = (p: AuditPosition) => Buffer.from(`${p.us}.${p.kind}.${p.id}`).toString('base64url');
 
 function decodeCursor(cursor: string): AuditPosition {
-  const m = /^(\d{1,20})\.([ia])\.(\d{1,20})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  const m = /^(\d{1,18})\.([iar])\.(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
   if (!m || cursor.length > 100) throw new InvalidRequestError('cursor is not one this API gave out');
-  return { us: m[1]!, kind: m[2] as 'i' | 'a', id: m[3]! };
+  return { us: m[1]!, kind: m[2] as AuditKind, id: m[3]! };
 }
 
 const CSV_COLUMNS = [
@@ -155,3 +161,23 @@ function csvCell(v: unknown): string {
   if (/^[=+\-@\t\r]/.test(s)) s = `'${s}`;
   return /[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
+
+const HOURS_MAX = 24 * 14;
+
+/**
+ * GET /admin/api/audit/per-hour?hours=N → {"hours": [{"hour", "issued", "refused"}]}: issuances and refusals in
+ * each of the last N whole hours (the current, partial, hour last; default 48, at most two weeks).
+ */
+export const auditPerHourRoute: AdminHandler = async ({ ctx, query: given }) => {
+  for (const k of given.keys())
+    if (k !== 'hours') throw new InvalidRequestError(`unknown parameter ${k}; known: hours`);
+  const raw = given.get('hours');
+  const hours = raw === null || raw === '' ? 48 : Number(raw);
+  if (!/^\d{1,4}$/.test(raw ?? '48') || hours < 1 || hours > HOURS_MAX)
+    throw new InvalidRequestError(`hours must be a whole number from 1 to ${HOURS_MAX}`);
+  const rows = await ctx.refusals.perHour(hours);
+  return {
+    body: { hours: rows.map((r) => ({ hour: r.hour.toISOString(), issued: r.issued, refused: r.refused })) },
+    audit: { detail: { hours } },
+  };
+};

@@ -8,8 +8,10 @@ import { verifyOwnAccessToken } from '../tokens/jwt.ts';
 export interface AdminIdentity {
   email: string;
   sub: string;
+  /** The client of the admin's token; `admin-console` for the console (a web session, no token). */
   clientId: string;
-  jti: string;
+  /** The admin's access token id; null for the console. */
+  jti: string | null;
 }
 
 const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;

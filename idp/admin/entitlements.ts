@@ -1,6 +1,5 @@
 import type { Grantee, GrantRecord } from '../entitlements/entitlements.ts';
 import { InvalidRequestError } from '../errors.ts';
-import { readJsonObject } from './body.ts';
 import { EMAIL } from './revoke.ts';
 import type { AdminHandler } from './router.ts';
 
@@ -46,9 +45,9 @@ const whoJson = (who: Grantee) => (who.email !== undefined ? { email: who.email 
 const whoText = (service: string, who: Grantee) =>
   `${service}:${who.email !== undefined ? who.email : `role:${who.role}`}`;
 
-export const listEntitlementsRoute: AdminHandler = async ({ ctx, x }) => {
+export const listEntitlementsRoute: AdminHandler = async ({ ctx, query }) => {
   const { entitlements } = ctx;
-  const email = x.url.searchParams.get('email')?.trim().toLowerCase();
+  const email = query.get('email')?.trim().toLowerCase();
   if (email === undefined || email === '') {
     const items = (await entitlements.list()).map(grantJson);
     return { body: { mode: entitlements.mode, items }, audit: { detail: { count: items.length } } };
@@ -66,15 +65,14 @@ export const listEntitlementsRoute: AdminHandler = async ({ ctx, x }) => {
   return { body, audit: { target: email } };
 };
 
-export const grantRoute: AdminHandler = async ({ ctx, x, admin }) => {
-  const { service, who } = target(ctx.config.services, await readJsonObject(x));
+export const grantRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
+  const { service, who } = target(ctx.config.services, await read());
   const r = await ctx.entitlements.grant(service, who, admin.email);
   const body = { service, ...whoJson(who), granted: true, created: r.created };
   return { body, audit: { target: whoText(service, who), detail: body } };
 };
 
-export const ungrantRoute: AdminHandler = async ({ ctx, x, admin }) => {
-  const q = x.url.searchParams;
+export const ungrantRoute: AdminHandler = async ({ ctx, query: q, admin }) => {
   const input: Record<string, unknown> = {};
   for (const k of ['service', 'email', 'role']) if (q.has(k)) input[k] = q.get(k);
   const { service, who } = target(ctx.config.services, input);

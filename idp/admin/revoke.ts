@@ -1,5 +1,4 @@
 import { InvalidRequestError } from '../errors.ts';
-import { readJsonObject } from './body.ts';
 import type { AdminHandler } from './router.ts';
 
 // A token id as issuers write them: printable, no white space (Entra `uti`s are base64url, ours are UUIDs).
@@ -7,8 +6,8 @@ const TOKEN_ID = /^[\x21-\x7E]{1,256}$/;
 export const EMAIL = /^[^\s@\p{Cc}]{1,200}@[^\s@\p{Cc}]{1,200}$/u;
 
 /** POST /admin/api/revoke-token {"jti"} → {"jti","known","revoked","expires_at"}. */
-export const revokeTokenRoute: AdminHandler = async ({ ctx, x, admin }) => {
-  const body = await readJsonObject(x);
+export const revokeTokenRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
+  const body = await read();
   if (typeof body.jti !== 'string' || !TOKEN_ID.test(body.jti))
     throw new InvalidRequestError('jti must be a token id: 1-256 printable characters without white space');
   const r = await ctx.revocation.revokeToken({ jti: body.jti, by: `admin:${admin.email}` });
@@ -17,8 +16,8 @@ export const revokeTokenRoute: AdminHandler = async ({ ctx, x, admin }) => {
 };
 
 /** POST /admin/api/revoke-user {"email"} → {"email","cutoff","subjects","refresh_families","codes"}. */
-export const revokeUserRoute: AdminHandler = async ({ ctx, x, admin }) => {
-  const body = await readJsonObject(x);
+export const revokeUserRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
+  const body = await read();
   const email = typeof body.email === 'string' ? body.email.trim().toLowerCase() : undefined;
   if (!email || !EMAIL.test(email)) throw new InvalidRequestError('email must be an email address');
   const r = await ctx.revocation.revokeUser({ email, by: `admin:${admin.email}` });

@@ -1,13 +1,14 @@
-import { auditExport, auditPage } from './audit.ts';
+import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
 import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
 import type { AdminRoute } from './router.ts';
-import { revokeSignInRoute, userRoute, withdrawConsentRoute } from './users.ts';
+import { revokeSignInRoute, searchUsersRoute, userRoute, withdrawConsentRoute } from './users.ts';
 
 /**
  * The admin API's one route table (docs/idp.md § Admin API). Adding a route is one line here plus its handler;
- * the router authenticates, matches, writes the admin audit row and answers.
+ * the router
+ * (router.ts `runAdmin`) matches, runs it and writes the admin audit row, for the API and the console alike.
  */
 export const adminRoutes: readonly AdminRoute[] = [
   { method: 'POST', path: '/admin/api/revoke-token', action: 'revoke-token', handler: revokeTokenRoute },
@@ -15,6 +16,13 @@ export const adminRoutes: readonly AdminRoute[] = [
   { method: 'GET', path: '/admin/api/audit', action: 'read-audit', handler: auditPage },
   { method: 'GET', path: '/admin/api/audit.jsonl', action: 'export-audit', handler: auditExport('jsonl') },
   { method: 'GET', path: '/admin/api/audit.csv', action: 'export-audit', handler: auditExport('csv') },
+  {
+    method: 'GET',
+    path: '/admin/api/audit/per-hour',
+    action: 'read-audit-per-hour',
+    handler: auditPerHourRoute,
+  },
+  { method: 'GET', path: '/admin/api/users', action: 'search-users', handler: searchUsersRoute },
   { method: 'GET', path: '/admin/api/users/:email', action: 'read-user', handler: userRoute },
   { method: 'DELETE', path: '/admin/api/sign-ins/:id', action: 'revoke-sign-in', handler: revokeSignInRoute },
   {

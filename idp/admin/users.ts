@@ -144,3 +144,33 @@ export const withdrawConsentRoute: AdminHandler = async ({ ctx, params, admin })
   const out = { email, client_id: clientId, withdrawn: true, sign_ins_revoked: rows.length };
   return { body: out, audit: { target: email, detail: out } };
 };
+
+const SEARCH_MAX = 20;
+
+/**
+ * GET /admin/api/users?email=<part> → {"items": [{"email"}]}: up to 20 users of the web application whose email
+ * contains <part> (case-insensitive), exact match first, then alphabetical.
+ */
+export const searchUsersRoute: AdminHandler = async ({ ctx, query }) => {
+  for (const k of query.keys())
+    if (k !== 'email') throw new InvalidRequestError(`unknown parameter ${k}; known: email`);
+  const part = query.get('email')?.trim().toLowerCase() ?? '';
+  if (part.length < 2 || part.length > 320 || /[\p{Cc}\s]/u.test(part))
+    throw new InvalidRequestError('email must be 2-320 characters of an email address, without spaces');
+  const table = ctx.config.authjs.usersTable;
+  const { rows: found } = await ctx.pool.query<{ found: boolean | null }>(
+    `SELECT CASE WHEN to_regclass($1) IS NULL THEN NULL ELSE true END AS found`,
+    [ident(table)],
+  );
+  let items: Array<{ email: string }> = [];
+  if (found[0]?.found === true) {
+    const like = `%${part.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+    const { rows } = await ctx.pool.query<{ email: string }>(
+      `SELECT email FROM (SELECT DISTINCT lower(email) AS email FROM ${ident(table)} WHERE lower(email) LIKE $1) m
+        ORDER BY email = $2 DESC, email LIMIT $3`,
+      [like, part, SEARCH_MAX],
+    );
+    items = rows;
+  }
+  return { body: { items }, audit: { detail: { query: part, found: items.length } } };
+};

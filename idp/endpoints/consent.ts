@@ -41,6 +41,18 @@ export const consentDecision: Endpoint = async (ctx, x) => {
     const request = checkParameters(ctx, params, client.clientId);
     if (decision === 'deny') {
       x.log.info({ clientId: client.clientId }, 'consent denied');
+      await ctx.refusals.record(
+        {
+          source: 'consent',
+          error: 'access_denied',
+          reason: 'the user denied consent',
+          email: session.user.email,
+          subject: session.user.sub,
+          clientId: client.clientId,
+          requestId: x.requestId,
+        },
+        x.log,
+      );
       throw new AccessDeniedError('the user denied the request');
     }
     const scope = grantScope({

@@ -150,6 +150,21 @@ async function decide(
       deviceEntryPage({ email: user.email, problem: 'That code has already been used or has expired.' }),
     );
   }
+  if (!o.approve) {
+    await ctx.refusals.record(
+      {
+        source: 'device',
+        error: 'access_denied',
+        reason: 'the user denied the device',
+        email: user.email,
+        subject: user.sub,
+        clientId: found.client.clientId,
+        grantType: 'urn:ietf:params:oauth:grant-type:device_code',
+        requestId: x.requestId,
+      },
+      x.log,
+    );
+  }
   if (o.approve && !CONSENT_EXEMPT_CLIENTS.has(found.client.clientId)) {
     await ctx.consents.grant({
       email: user.email,

@@ -1,8 +1,8 @@
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readForm, sendJson } from '../../lib/http.ts';
-import type { Logger } from '../../lib/logger.ts';
-import type { Endpoint, IdpContext } from '../context.ts';
-import { DEVICE_CODE_GRANT } from '../device-codes.ts';
+import { servicesOf } from '../consent.ts';
+import type { Endpoint, Exchange, IdpContext } from '../context.ts';
+import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import {
   InvalidClientError,
   InvalidGrantError,
@@ -20,6 +20,29 @@ import { deviceCodeGrant } from './device-token.ts';
 import { validateResource } from './resource.ts';
 
 export const ACCESS_TTL_SECONDS = 3600;
+
+/**
+ * The token endpoint's answers recorded as refusals (docs/console.md § What counts as a refusal): the grant
+ * itself was refused. A malformed request, an unknown client, and a device client's polling
+ * (authorization_pending, slow_down, and access_denied, recorded once when the user denied) are not.
+ */
+const REFUSALS: ReadonlySet<string> = new Set(['invalid_grant', 'invalid_scope', 'expired_token']);
+
+function presentedGrant(
+  form: Map<string, string>,
+  grantType: string | undefined,
+): { kind: 'code' | 'refresh' | 'device'; hash: string } | undefined {
+  const code = form.get('code');
+  const refresh = form.get('refresh_token');
+  const device = form.get('device_code');
+  if (grantType === 'authorization_code' && code && code.length <= 256)
+    return { kind: 'code', hash: hashCode(code) };
+  if (grantType === 'refresh_token' && refresh && refresh.length <= 256)
+    return { kind: 'refresh', hash: hashRefreshToken(refresh) };
+  if (grantType === DEVICE_CODE_GRANT && device && device.length <= 256)
+    return { kind: 'device', hash: hashDeviceSecret(device) };
+  return undefined;
+}
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 
 export function hashRefreshToken(token: string): string {
@@ -46,21 +69,35 @@ export const token: Endpoint = async (ctx, x) => {
   const grantType = form.get('grant_type');
   let body: Record<string, unknown>;
   try {
-    if (grantType === 'authorization_code') body = await authorizationCode(ctx, form, clientId);
-    else if (grantType === 'refresh_token') body = await refreshToken(ctx, form, clientId, x.log);
+    if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId);
+    else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId);
     else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log);
     else if (!grantType) throw new InvalidRequestError('grant_type is missing');
     else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
   } catch (err) {
     const outcome = err instanceof OAuthError ? err.error : 'server_error';
     ctx.metrics?.grants.inc({ grant_type: grantTypeLabel(grantType), outcome });
+    if (err instanceof OAuthError && REFUSALS.has(err.error)) {
+      await ctx.refusals.record(
+        {
+          source: 'token',
+          error: err.error,
+          reason: err.message,
+          clientId,
+          grantType,
+          requestId: x.requestId,
+          presented: presentedGrant(form, grantType),
+        },
+        x.log,
+      );
+    }
     throw err;
   }
   ctx.metrics?.grants.inc({ grant_type: grantTypeLabel(grantType), outcome: 'ok' });
   sendJson(x.res, 200, body, { 'cache-control': 'no-store', pragma: 'no-cache' });
 };
 
-async function authorizationCode(ctx: IdpContext, form: Map<string, string>, clientId: string) {
+async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string, string>, clientId: string) {
   const code = form.get('code');
   const verifier = form.get('code_verifier');
   const redirectUri = form.get('redirect_uri');
@@ -96,6 +133,14 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
     ctx.entitlements.mode === 'managed'
       ? entitledScope(rec.scope, await ctx.entitlements.services({ userId: rec.userId, email: rec.email }))
       : rec.scope;
+  await noteNoService(ctx, x, {
+    asked: rec.scope,
+    given: scope,
+    email: rec.email,
+    subject: rec.subject,
+    clientId,
+    grantType: 'authorization_code',
+  });
   const grant: Grant = {
     familyId: rec.familyId,
     userId: rec.userId,
@@ -124,13 +169,29 @@ async function authorizationCode(ctx: IdpContext, form: Map<string, string>, cli
   });
 }
 
-async function refreshToken(ctx: IdpContext, form: Map<string, string>, clientId: string, log: Logger) {
+async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, string>, clientId: string) {
+  const log = x.log;
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
   if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
   let narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
   if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
-  if (ctx.entitlements.mode === 'managed') narrowed = await entitledRefreshScope(ctx, presented, narrowed);
+  if (ctx.entitlements.mode === 'managed') {
+    const asked = narrowed;
+    narrowed = await entitledRefreshScope(ctx, presented, narrowed);
+    if (narrowed !== asked) {
+      await noteNoService(ctx, x, {
+        asked:
+          asked?.join(' ') ??
+          (await ctx.entitlements.refreshHolder(hashRefreshToken(presented)))?.scope ??
+          '',
+        given: narrowed?.join(' ') ?? '',
+        clientId,
+        grantType: 'refresh_token',
+        presented: hashRefreshToken(presented),
+      });
+    }
+  }
 
   const iat = Math.floor(Date.now() / 1000);
   const jti = newJti();
@@ -178,6 +239,41 @@ async function entitledRefreshScope(
     throw new InvalidScopeError('scope exceeds the original grant');
   const entitled = entitledScope((asked ?? granted).join(' '), await ctx.entitlements.services(holder));
   return entitled === holder.scope ? asked : entitled.split(' ').filter((s) => s !== '');
+}
+
+/**
+ * Managed entitlements: a grant asked for services and the user is entitled to none of them now. The token is
+ * still issued (without them), and the refusal of the services is recorded (docs/console.md).
+ */
+async function noteNoService(
+  ctx: IdpContext,
+  x: Exchange,
+  o: {
+    asked: string;
+    given: string;
+    email?: string;
+    subject?: string;
+    clientId: string;
+    grantType: string;
+    presented?: string;
+  },
+): Promise<void> {
+  const asked = servicesOf(o.asked);
+  if (asked.length === 0 || servicesOf(o.given).length > 0) return;
+  await ctx.refusals.record(
+    {
+      source: 'token',
+      error: 'no_entitled_service',
+      reason: `none of the services asked for (${asked.join(', ')}) is granted to the user`,
+      email: o.email,
+      subject: o.subject,
+      clientId: o.clientId,
+      grantType: o.grantType,
+      requestId: x.requestId,
+      presented: o.presented ? { kind: 'refresh', hash: o.presented } : undefined,
+    },
+    x.log,
+  );
 }
 
 interface TokenResponseOptions {

@@ -62,16 +62,21 @@ text-align:center;background:var(--bg);border:1px solid var(--line);border-radiu
 .done{color:#1a7f37}
 `.trim();
 
-const CSS_HASH = `'sha256-${createHash('sha256').update(CSS).digest('base64')}'`;
+/** A stylesheet's CSP source: the only way a page of ours may be styled. */
+export function styleHash(css: string): string {
+  return `'sha256-${createHash('sha256').update(css).digest('base64')}'`;
+}
+
+const CSS_HASH = styleHash(CSS);
 
 /**
  * The page policy: nothing but the inline stylesheet (by hash); forms post only to this origin, plus the
  * origin the consent decision redirects to (Chromium applies form-action to the redirect after a POST).
  */
-export function pagePolicy(formTargets: readonly string[] = []): string {
+export function pagePolicy(formTargets: readonly string[] = [], style = CSS_HASH): string {
   return [
     "default-src 'none'",
-    `style-src ${CSS_HASH}`,
+    `style-src ${style}`,
     `form-action ${["'self'", ...formTargets].join(' ')}`,
     "frame-ancestors 'none'",
     "base-uri 'none'",
@@ -90,13 +95,13 @@ export function sendPage(
   res: ServerResponse,
   status: number,
   document: string,
-  opts: { formTargets?: readonly string[] } = {},
+  opts: { formTargets?: readonly string[]; styleHash?: string } = {},
 ): void {
   res.writeHead(status, {
     'content-type': 'text/html; charset=utf-8',
     'content-length': Buffer.byteLength(document),
     'cache-control': 'no-store',
-    'content-security-policy': pagePolicy(opts.formTargets),
+    'content-security-policy': pagePolicy(opts.formTargets, opts.styleHash),
   });
   res.end(document);
 }

@@ -205,6 +205,16 @@ describe('deploy/cloudflared/config.yml', () => {
     }
     expect(routed('/.well-known/openid-configuration')).toBeDefined();
     expect(routed('/oauth/token')).toBeDefined();
+    for (const path of [
+      '/oauth/device',
+      '/admin',
+      '/admin/audit',
+      '/admin/users/a%40b.c',
+      '/admin/api/audit',
+    ])
+      expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+    for (const path of ['/administrator', '/oauth/devices', '/x/admin'])
+      expect(routed(path), path).toBeUndefined();
     expect(rules.at(-1)).toEqual({ service: 'http_status:404' });
     expect(rules.slice(0, -1).every((r) => r.hostname === host)).toBe(true);
     expect(config['credentials-file']).toBe('/etc/cloudflared/credentials.json');

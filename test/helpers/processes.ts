@@ -97,13 +97,15 @@ export interface IdpProcess extends RunningProcess {
   audience: string;
 }
 
-/** A running `platform idp` on a free port against the given database and Redis. */
+/** A running `platform idp` on `port` (else a free one) against the given database and Redis. */
 export async function startIdpProcess(opts: {
   databaseUrl: string;
   redisUrl: string;
   env?: Record<string, string>;
+  /** Known before the IdP starts, so a gateway that trusts it can start alongside. */
+  port?: number;
 }): Promise<IdpProcess> {
-  const port = await freePort();
+  const port = opts.port ?? (await freePort());
   const issuer = `http://127.0.0.1:${port}`;
   const audience = 'https://platform.test/api';
   const p = startPlatform(['idp'], {

@@ -1,0 +1,34 @@
+import type { ConsoleRoute } from './console.ts';
+import {
+  auditExportView,
+  auditView,
+  clientsView,
+  entitlementAction,
+  homeView,
+  keysView,
+  revokeAllAction,
+  revokeSignInAction,
+  usersView,
+  userView,
+  withdrawConsentAction,
+} from './pages.ts';
+
+/**
+ * The console's own route table (docs/console.md), mounted at /admin by the IdP's one table (idp/routes.ts).
+ * Pages are GET; actions are form POSTs that redirect (303) back to the page they came from.
+ */
+export const consoleRoutes: readonly ConsoleRoute[] = [
+  { method: 'GET', path: '/admin', handler: homeView },
+  { method: 'GET', path: '/admin/audit', handler: auditView },
+  { method: 'GET', path: '/admin/audit.jsonl', handler: auditExportView('jsonl') },
+  { method: 'GET', path: '/admin/audit.csv', handler: auditExportView('csv') },
+  { method: 'GET', path: '/admin/users', handler: usersView },
+  { method: 'GET', path: '/admin/users/:email', handler: userView },
+  { method: 'POST', path: '/admin/users/:email/revoke-all', handler: revokeAllAction },
+  { method: 'POST', path: '/admin/users/:email/grant', handler: entitlementAction('grant') },
+  { method: 'POST', path: '/admin/users/:email/ungrant', handler: entitlementAction('ungrant') },
+  { method: 'POST', path: '/admin/users/:email/sign-ins/:id/revoke', handler: revokeSignInAction },
+  { method: 'POST', path: '/admin/users/:email/consents/withdraw', handler: withdrawConsentAction },
+  { method: 'GET', path: '/admin/clients', handler: clientsView },
+  { method: 'GET', path: '/admin/keys', handler: keysView },
+];
