@@ -15,10 +15,11 @@ export const SEED_AUDIT = [
           (ARRAY['invalid_grant','access_denied','invalid_scope'])[1 + g % 3], 'seeded',
           'user' || (g % 2000) || '@example.com', 's' || (g % 2000), 'client-' || (g % 43), 'refresh_token'
      FROM generate_series(1, 5000) g`,
-  `INSERT INTO platform.admin_audit (at, actor_email, actor_sub, actor_client_id, action, target, detail)
+  `INSERT INTO platform.admin_audit (at, actor_email, actor_sub, actor_client_id, action, target, target_email, detail)
    SELECT now() - random() * interval '30 days', 'admin' || (g % 3) || '@example.com', 'a' || (g % 3),
           CASE WHEN g % 2 = 0 THEN 'platform-cli' ELSE 'admin-console' END,
-          (ARRAY['read-audit','revoke-user','grant','read-user'])[1 + g % 4], 'user' || (g % 2000) || '@example.com', '{}'
+          (ARRAY['read-audit','revoke-user','grant','read-user'])[1 + g % 4], 'user' || (g % 2000) || '@example.com',
+          'user' || (g % 2000) || '@example.com', '{}'
      FROM generate_series(1, 1000) g`,
   'ANALYZE platform.issuance_audit',
   'ANALYZE platform.refusal_audit',

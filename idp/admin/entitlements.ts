@@ -62,14 +62,14 @@ export const listEntitlementsRoute: AdminHandler = async ({ ctx, query }) => {
     services: u.services,
     grants: u.grants.map(grantJson),
   };
-  return { body, audit: { target: email } };
+  return { body, audit: { target: email, email } };
 };
 
 export const grantRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
   const { service, who } = target(ctx.config.services, await read());
   const r = await ctx.entitlements.grant(service, who, admin.email);
   const body = { service, ...whoJson(who), granted: true, created: r.created };
-  return { body, audit: { target: whoText(service, who), detail: body } };
+  return { body, audit: { target: whoText(service, who), email: who.email, detail: body } };
 };
 
 export const ungrantRoute: AdminHandler = async ({ ctx, query: q, admin }) => {
@@ -78,5 +78,5 @@ export const ungrantRoute: AdminHandler = async ({ ctx, query: q, admin }) => {
   const { service, who } = target(ctx.config.services, input);
   const r = await ctx.entitlements.ungrant(service, who, admin.email);
   const body = { service, ...whoJson(who), removed: r.removed, cutoff: r.cutoff, subjects: r.subjects };
-  return { body, audit: { target: whoText(service, who), detail: body } };
+  return { body, audit: { target: whoText(service, who), email: who.email, detail: body } };
 };

@@ -28,5 +28,5 @@ export const revokeUserRoute: AdminHandler = async ({ ctx, body: read, admin }) 
     refresh_families: r.refreshFamilies,
     codes: r.codes,
   };
-  return { body: out, audit: { target: r.email, detail: out } };
+  return { body: out, audit: { target: r.email, email: r.email, detail: out } };
 };

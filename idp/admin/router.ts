@@ -20,6 +20,8 @@ export interface AdminRequest {
 /** What the audit row says about the action (besides who, when and the action's name). */
 export interface AdminAuditNote {
   target?: string;
+  /** The user the action concerns, when it concerns one: the audit of that user lists the row. */
+  email?: string;
   detail?: Record<string, unknown>;
 }
 
@@ -117,6 +119,7 @@ export async function runAdmin(
     actorClientId: admin.clientId,
     action: route.action,
     target: result.audit.target,
+    targetEmail: result.audit.email,
     detail: result.audit.detail,
     requestId: x.requestId,
   });

@@ -90,7 +90,7 @@ export const userRoute: AdminHandler = async ({ ctx, params }) => {
         granted_at: c.grantedAt.toISOString(),
       })),
     },
-    audit: { target: email },
+    audit: { target: email, email },
   };
 };
 
@@ -113,6 +113,7 @@ export const revokeSignInRoute: AdminHandler = async ({ ctx, params, admin }) =>
     body: { id: id.toLowerCase(), revoked: true },
     audit: {
       target: id.toLowerCase(),
+      email: rows[0].email,
       detail: { email: rows[0].email, client_id: rows[0].client_id, tokens },
     },
   };
@@ -142,7 +143,7 @@ export const withdrawConsentRoute: AdminHandler = async ({ ctx, params, admin })
     });
   }
   const out = { email, client_id: clientId, withdrawn: true, sign_ins_revoked: rows.length };
-  return { body: out, audit: { target: email, detail: out } };
+  return { body: out, audit: { target: email, email, detail: out } };
 };
 
 const SEARCH_MAX = 20;

@@ -44,7 +44,21 @@ DROP INDEX IF EXISTS platform.issuance_audit_issued_at;      -- superseded by is
 
 CREATE INDEX admin_audit_at_id ON platform.admin_audit (at, id);
 CREATE INDEX admin_audit_actor_at_id ON platform.admin_audit (actor_email, at, id);
-CREATE INDEX admin_audit_target_at_id ON platform.admin_audit (lower(target), at, id);
+-- The user an administrative action concerns (revoke-user, a grant to an email, a revoked sign-in, a withdrawn
+-- consent, a user read), so that the audit of one user lists what was done to them whatever the action's
+-- target says (`deals:ana@example.com`, a sign-in id). Rows written before this column are given it from their
+-- target where the target names the user: the append-only trigger is held for that one derived fill, nothing
+-- recorded is changed.
+ALTER TABLE platform.admin_audit ADD COLUMN target_email text;
+ALTER TABLE platform.admin_audit DISABLE TRIGGER admin_audit_no_update;
+UPDATE platform.admin_audit
+   SET target_email = lower(CASE WHEN action IN ('grant', 'ungrant') THEN split_part(target, ':', 2) ELSE target END)
+ WHERE target LIKE '%@%' AND action IN ('revoke-user', 'read-user', 'withdraw-consent', 'entitlements', 'grant', 'ungrant');
+UPDATE platform.admin_audit SET target_email = lower(detail->>'email')
+ WHERE action = 'revoke-sign-in' AND detail ? 'email';
+ALTER TABLE platform.admin_audit ENABLE TRIGGER admin_audit_no_update;
+CREATE INDEX admin_audit_target_email_at_id ON platform.admin_audit (target_email, at, id)
+  WHERE target_email IS NOT NULL;
 CREATE INDEX admin_audit_client_at_id ON platform.admin_audit (actor_client_id, at, id);
 DROP INDEX IF EXISTS platform.admin_audit_at;
 DROP INDEX IF EXISTS platform.admin_audit_actor;

@@ -7,12 +7,14 @@ export interface AdminAuditEntry {
   actorClientId?: string;
   action: string;
   target?: string;
+  /** The user the action concerns (lowercased when written), if any. */
+  targetEmail?: string;
   detail?: Record<string, unknown>;
   requestId?: string;
 }
 
 export interface AdminAuditRow
-  extends Required<Omit<AdminAuditEntry, 'actorClientId' | 'target' | 'requestId'>> {
+  extends Required<Omit<AdminAuditEntry, 'actorClientId' | 'target' | 'targetEmail' | 'requestId'>> {
   id: string;
   at: string;
   actorClientId: string | null;
@@ -30,14 +32,16 @@ export function createAdminAuditStore(pool: Pool): AdminAuditStore {
   return {
     async record(e) {
       await pool.query(
-        `INSERT INTO platform.admin_audit (actor_email, actor_sub, actor_client_id, action, target, detail, request_id)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        `INSERT INTO platform.admin_audit
+           (actor_email, actor_sub, actor_client_id, action, target, target_email, detail, request_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
         [
           e.actorEmail,
           e.actorSub,
           e.actorClientId ?? null,
           e.action,
           e.target ?? null,
+          e.targetEmail?.trim().toLowerCase() ?? null,
           JSON.stringify(e.detail ?? {}),
           e.requestId ?? null,
         ],

@@ -101,7 +101,7 @@ export const AUDIT_QUERY = `
             target, detail, request_id
        FROM platform.admin_audit
       WHERE $3::text IS NULL
-        AND ($1::text IS NULL OR actor_email = $1 OR lower(target) = $1)
+        AND ($1::text IS NULL OR actor_email = $1 OR target_email = $1)
         AND ($2::text IS NULL OR actor_client_id = $2)
         AND ($4::timestamptz IS NULL OR at >= $4)
         AND ($5::timestamptz IS NULL OR at < $5)
