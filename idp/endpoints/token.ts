@@ -177,20 +177,17 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
   let narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
   if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
   if (ctx.entitlements.mode === 'managed') {
-    const asked = narrowed;
-    narrowed = await entitledRefreshScope(ctx, presented, narrowed);
-    if (narrowed !== asked) {
+    const entitled = await entitledRefreshScope(ctx, presented, narrowed);
+    if (entitled.narrowed) {
       await noteNoService(ctx, x, {
-        asked:
-          asked?.join(' ') ??
-          (await ctx.entitlements.refreshHolder(hashRefreshToken(presented)))?.scope ??
-          '',
-        given: narrowed?.join(' ') ?? '',
+        asked: entitled.asked,
+        given: entitled.scope?.join(' ') ?? '',
         clientId,
         grantType: 'refresh_token',
         presented: hashRefreshToken(presented),
       });
     }
+    narrowed = entitled.scope;
   }
 
   const iat = Math.floor(Date.now() / 1000);
@@ -231,14 +228,18 @@ async function entitledRefreshScope(
   ctx: IdpContext,
   presented: string,
   asked: string[] | undefined,
-): Promise<string[] | undefined> {
+): Promise<{ scope: string[] | undefined; asked: string; narrowed: boolean }> {
   const holder = await ctx.entitlements.refreshHolder(hashRefreshToken(presented));
-  if (!holder) return asked; // unknown token: rotate() answers invalid_grant
+  // An unknown token: rotate() answers invalid_grant.
+  if (!holder) return { scope: asked, asked: asked?.join(' ') ?? '', narrowed: false };
   const granted = holder.scope.split(' ');
   if (asked?.some((s) => !granted.includes(s)))
     throw new InvalidScopeError('scope exceeds the original grant');
-  const entitled = entitledScope((asked ?? granted).join(' '), await ctx.entitlements.services(holder));
-  return entitled === holder.scope ? asked : entitled.split(' ').filter((s) => s !== '');
+  const wanted = (asked ?? granted).join(' ');
+  const entitled = entitledScope(wanted, await ctx.entitlements.services(holder));
+  return entitled === holder.scope
+    ? { scope: asked, asked: wanted, narrowed: false }
+    : { scope: entitled.split(' ').filter((s) => s !== ''), asked: wanted, narrowed: true };
 }
 
 /**
