@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
+import { isServiceName } from '../../lib/service-name.ts';
 import { InvalidRequestError } from '../errors.ts';
 import {
   type AuditFilter,
@@ -14,7 +15,6 @@ const PAGE_MAX = 500;
 const PAGE_DEFAULT = 50;
 /** Rows read per query while an export streams. */
 const EXPORT_BATCH = 1000;
-const SERVICE = /^[a-z][a-z0-9-]{0,62}$/;
 const FILTERS = ['email', 'client_id', 'service', 'since', 'until'] as const;
 
 /** GET /admin/api/audit → {"items", "next_cursor"}: one page, newest first. */
@@ -91,7 +91,7 @@ function query(params: URLSearchParams, extra: readonly string[]): Map<string, s
 
 function auditFilter(q: Map<string, string>): AuditFilter {
   const service = q.get('service');
-  if (service !== undefined && !SERVICE.test(service))
+  if (service !== undefined && !isServiceName(service))
     throw new InvalidRequestError(`service "${service}" is not a service name`);
   const email = q.get('email');
   if (email !== undefined && email.length > 320) throw new InvalidRequestError('email is too long');
