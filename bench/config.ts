@@ -89,6 +89,9 @@ export interface ToolsBenchConfig {
   redisUrl: string;
   /** BENCH_TOOL_LOG_LEVEL: the tool server's and gateway's LOG_LEVEL (default info, as deployed). */
   logLevel: string;
+  /** BENCH_GATEWAY_NODE_OPTIONS and BENCH_TOOL_NODE_OPTIONS (e.g. --cpu-prof) for those two processes. */
+  gatewayNodeOptions: string | undefined;
+  toolNodeOptions: string | undefined;
   /** The environment the benchmark's child processes inherit. */
   childEnv: Env;
 }
@@ -104,6 +107,8 @@ export function loadToolsBenchConfig(env: Env): ToolsBenchConfig {
     ),
     redisUrl: redisUrl(env, 'REDIS_URL') ?? 'redis://127.0.0.1:6379',
     logLevel: env.BENCH_TOOL_LOG_LEVEL ?? 'info',
+    gatewayNodeOptions: env.BENCH_GATEWAY_NODE_OPTIONS || undefined,
+    toolNodeOptions: env.BENCH_TOOL_NODE_OPTIONS || undefined,
     childEnv: env,
   });
 }

@@ -10,7 +10,8 @@
 // Targets: direct ≥ 0.7 × bare; gateway ≥ 0.6 × direct.
 //
 // BENCH_DURATION (seconds per target, default 12), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50),
-// BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info).
+// BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info),
+// BENCH_GATEWAY_NODE_OPTIONS / BENCH_TOOL_NODE_OPTIONS (NODE_OPTIONS of those processes, e.g. --cpu-prof).
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -160,6 +161,7 @@ async function main(): Promise<void> {
       TOOL_IDENTITY_KEY: toolKey,
       PLATFORM_MCP_PORT: String(toolPort),
       LOG_LEVEL: config.logLevel,
+      NODE_OPTIONS: config.toolNodeOptions,
     });
     children.push(tool);
     await firstJsonLine(tool, (l) => l.msg === `${SERVICE} tool server listening`);
@@ -177,6 +179,7 @@ async function main(): Promise<void> {
       REDIS_URL: config.redisUrl,
       GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
       LOG_LEVEL: config.logLevel,
+      NODE_OPTIONS: config.gatewayNodeOptions,
     });
     children.push(gateway);
     await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
