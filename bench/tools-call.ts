@@ -9,7 +9,7 @@
 // Servers on core 0, the load generator on core 1 (taskset), as `make bench-gateway` pins them.
 // Targets: direct ≥ 0.7 × bare; gateway ≥ 0.6 × direct.
 //
-// BENCH_DURATION (seconds per target, default 12), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50),
+// BENCH_DURATION (seconds per target, default 30), BENCH_ROUNDS (5), BENCH_CONNECTIONS (50),
 // BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info),
 // BENCH_GATEWAY_NODE_OPTIONS / BENCH_TOOL_NODE_OPTIONS (NODE_OPTIONS of those processes, e.g. --cpu-prof).
 import type { ChildProcess } from 'node:child_process';
