@@ -6,14 +6,11 @@
 // `Server-Timing: app;dur=<ms>` header of each answer (authentication, query, admin audit row).
 import { spawn } from 'node:child_process';
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { processEnv } from '../cli/config.ts';
-import { MIGRATION_SETS } from '../cli/migrations.ts';
-import { migrate } from '../lib/migrate.ts';
 import { loadIdpBenchConfig } from './config.ts';
 import { SEED_AUDIT } from './lib/audit-seed.ts';
+import { createScratchDatabase } from './lib/scratch-database.ts';
 
 const N = 50;
 const TARGET_MS = 50;
@@ -25,38 +22,18 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const started = Date.now();
 
 async function setupDatabase() {
-  const name = `bench_audit_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: config.adminDatabaseUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(config.adminDatabaseUrl);
-  u.pathname = `/${name}`;
-  const pool = new pg.Pool({ connectionString: u.toString(), max: 2 });
-  pool.on('error', () => {});
-  await pool.query(await readFile(`${root}idp/authjs/schema.sql`, 'utf8'));
-  await migrate(pool, MIGRATION_SETS);
-  for (const sql of SEED_AUDIT) await pool.query(sql);
-  const { rows } = await pool.query<{ id: number }>(
+  const db = await createScratchDatabase(config.adminDatabaseUrl, 'bench_audit');
+  for (const sql of SEED_AUDIT) await db.pool.query(sql);
+  const { rows } = await db.pool.query<{ id: number }>(
     'INSERT INTO users (name, email) VALUES ($1, $2) RETURNING id',
     ['admin', ADMIN],
   );
   const session = randomBytes(24).toString('hex');
-  await pool.query(
+  await db.pool.query(
     `INSERT INTO sessions ("userId", expires, "sessionToken") VALUES ($1, now() + interval '1 hour', $2)`,
     [rows[0]!.id, session],
   );
-  return {
-    url: u.toString(),
-    session,
-    async drop() {
-      await pool.end();
-      const a = new pg.Client({ connectionString: config.adminDatabaseUrl });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
-    },
-  };
+  return { ...db, session };
 }
 
 async function startIdp(databaseUrl: string) {

@@ -6,15 +6,12 @@
 // The IdP is pinned to CPU 0 and the load generator (this process) to CPU 1 with taskset.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { Pool } from 'undici';
 import { processEnv } from '../cli/config.ts';
-import { MIGRATION_SETS } from '../cli/migrations.ts';
-import { migrate } from '../lib/migrate.ts';
 import { loadIdpBenchConfig } from './config.ts';
+import { createScratchDatabase } from './lib/scratch-database.ts';
 
 const CLIENTS = 20;
 const WARMUP_S = 3;
@@ -39,18 +36,8 @@ function signRate(): number {
 }
 
 async function setupDatabase() {
-  const name = `bench_idp_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: ADMIN_URL });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${name}`;
-  const pool = new pg.Pool({ connectionString: u.toString(), max: 4 });
-  // The final DROP … WITH (FORCE) may end a connection the pool is still closing.
-  pool.on('error', () => {});
-  await pool.query(await readFile(`${root}idp/authjs/schema.sql`, 'utf8'));
-  await migrate(pool, MIGRATION_SETS);
+  const db = await createScratchDatabase(ADMIN_URL, 'bench_idp', { poolSize: 4 });
+  const { pool } = db;
   const sessions: string[] = [];
   for (let i = 0; i < CLIENTS; i++) {
     const { rows } = await pool.query('INSERT INTO users (name, email) VALUES ($1, $2) RETURNING id', [
@@ -68,18 +55,7 @@ async function setupDatabase() {
     );
     sessions.push(token);
   }
-  return {
-    url: u.toString(),
-    sessions,
-    pool,
-    async drop() {
-      await pool.end();
-      const a = new pg.Client({ connectionString: ADMIN_URL });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
-    },
-  };
+  return { ...db, sessions };
 }
 
 async function startIdp(databaseUrl: string) {

@@ -14,20 +14,18 @@
 // BENCH_GATEWAY_NODE_OPTIONS / BENCH_TOOL_NODE_OPTIONS (NODE_OPTIONS of those processes, e.g. --cpu-prof).
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, SignJWT } from 'jose';
-import pg from 'pg';
 import { processEnv } from '../cli/config.ts';
-import { MIGRATION_SETS } from '../cli/migrations.ts';
 import { bodySha256, deriveIdentityKey, signIdentity } from '../lib/identity.ts';
-import { migrate } from '../lib/migrate.ts';
 import { loadToolsBenchConfig } from './config.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode } from './gateway/processes.ts';
+import { createScratchDatabase } from './lib/scratch-database.ts';
 import {
   AUDIENCE,
   type LoadResult,
@@ -59,30 +57,14 @@ interface Target {
 }
 
 async function scratchDatabase() {
-  const name = `bench_tools_${Date.now().toString(36)}`;
-  const admin = new pg.Client({ connectionString: config.adminDatabaseUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(config.adminDatabaseUrl);
-  u.pathname = `/${name}`;
-  const pool = new pg.Pool({ connectionString: u.toString(), max: 2 });
-  pool.on('error', () => {});
-  await pool.query(readFileSync(join(root, 'idp/authjs/schema.sql'), 'utf8'));
-  await migrate(pool, MIGRATION_SETS);
+  const db = await createScratchDatabase(config.adminDatabaseUrl, 'bench_tools');
   for (let i = 0; i < USERS; i++) {
-    await pool.query('INSERT INTO users (name, email) VALUES ($1, $2)', [`u${i}`, `bench-${i}@example.com`]);
+    await db.pool.query('INSERT INTO users (name, email) VALUES ($1, $2)', [
+      `u${i}`,
+      `bench-${i}@example.com`,
+    ]);
   }
-  await pool.end();
-  return {
-    url: u.toString(),
-    async drop() {
-      const a = new pg.Client({ connectionString: config.adminDatabaseUrl });
-      await a.connect();
-      await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await a.end();
-    },
-  };
+  return db;
 }
 
 async function keysAndTokens() {
