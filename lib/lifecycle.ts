@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from './logger.ts';
+import { flushLogs, type Logger } from './logger.ts';
 
 export function listen(server: Server, port: number, host?: string): Promise<AddressInfo> {
   return new Promise((resolve, reject) => {
@@ -50,6 +50,13 @@ export async function drain(server: Server, graceMs = 10_000): Promise<void> {
   clearTimeout(timer);
 }
 
+/** How long an exiting process waits for its last log lines to be written (lib/logger.ts `flushLogs`). */
+const LOG_FLUSH_MS = 2000;
+
+function exitAfterLogs(log: Logger, code: number): void {
+  void flushLogs(log, LOG_FLUSH_MS).then(() => process.exit(code));
+}
+
 /**
  * Runs `stop` once on SIGTERM or SIGINT and exits 0 when it finishes (1 if it throws).
  */
@@ -62,11 +69,11 @@ export function onShutdown(log: Logger, stop: () => Promise<void>): void {
     stop().then(
       () => {
         log.info('stopped');
-        process.exit(0);
+        exitAfterLogs(log, 0);
       },
       (err: unknown) => {
         log.error({ err }, 'shutdown failed');
-        process.exit(1);
+        exitAfterLogs(log, 1);
       },
     );
   };

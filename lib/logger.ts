@@ -34,28 +34,29 @@ export function createLogger({ name, level = 'info', destination }: LoggerOption
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  return pino(opts, destination ?? standardOutput());
+  return destination ? pino(opts, destination) : pino(opts);
+}
+
+interface Output {
+  flushSync?: () => void;
+  /** sonic-boom's state: a write in flight, bytes not yet written. */
+  _writing?: boolean;
+  _len?: number;
 }
 
 /**
- * Standard output, written synchronously. pino's default (asynchronous, flushed at exit) never lets a process
- * exit once nobody reads its output any more: the synchronous flush at exit retries a write that fails with
- * EPIPE for ever (seen with a server whose parent died: SIGTERM logged "shutting down", then the process hung).
- * Written synchronously there is nothing left to flush at exit, and a write that fails with EPIPE turns
- * logging off instead. A line costs one write(2) on the request's own turn, the same system call the
- * asynchronous mode makes from a worker thread.
+ * Waits (at most `ms`) until the lines logged so far are written, then seals the output: pino's own flush at
+ * exit (synchronous) becomes a no-op. That flush retries a write failing with EPIPE for ever, so a server whose
+ * output reader had died never exited on SIGTERM. Waiting first lets the asynchronous write finish or fail (a
+ * failure with EPIPE turns pino's output off by itself); sealing covers a reader that stalled. At worst the
+ * lines a stalled reader did not take within `ms` are lost.
  */
-function standardOutput(): pino.DestinationStream {
-  const out = pino.destination({ dest: 1, sync: true });
-  const onError = (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') {
-      // The reader is gone for good: nothing more can be written, and nothing must wait on it.
-      out.write = () => true;
-      return;
-    }
-    out.removeListener('error', onError);
-    out.emit('error', err);
-  };
-  out.on('error', onError);
-  return out;
+export async function flushLogs(log: Logger, ms: number): Promise<void> {
+  const out = (log as unknown as Record<symbol, Output | undefined>)[pino.symbols.streamSym];
+  if (!out) return;
+  const deadline = Date.now() + ms;
+  while ((out._writing === true || (out._len ?? 0) > 0) && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  if (typeof out.flushSync === 'function') out.flushSync = () => {};
 }
