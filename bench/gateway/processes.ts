@@ -30,23 +30,38 @@ export function firstJsonLine<T>(
 ): Promise<T> {
   return new Promise((resolve, reject) => {
     let buf = '';
+    // The first 16 KiB of each stream, for the error if the child exits first.
+    let out = '';
     let err = '';
+    const keep = (text: string, d: Buffer) => (text.length < 16_384 ? text + d.toString() : text);
     child.stderr!.on('data', (d: Buffer) => {
-      err += d.toString();
+      err = keep(err, d);
     });
-    child.stdout!.on('data', (d: Buffer) => {
+    // Read line by line until the match; after it the output is still drained (a full pipe would stall the
+    // child) but no longer kept: a server logging every request would otherwise grow it without end.
+    const onData = (d: Buffer) => {
+      out = keep(out, d);
       buf += d.toString();
-      for (const line of buf.split('\n')) {
+      const lines = buf.split('\n');
+      // The last piece may be a line still being written (kept for the next chunk) or a last line without a
+      // newline (tried now: a partial one does not parse).
+      buf = lines[lines.length - 1]!;
+      for (const line of lines) {
         if (!line.startsWith('{')) continue;
         try {
           const v = JSON.parse(line) as Record<string, unknown>;
-          if (match(v)) return resolve(v as T);
+          if (match(v)) {
+            child.stdout!.off('data', onData);
+            child.stdout!.resume();
+            return resolve(v as T);
+          }
         } catch {
-          // partial line
+          // not JSON
         }
       }
-    });
-    child.once('exit', (code) => reject(new Error(`child exited (${code}) early:\n${buf}\n${err}`)));
+    };
+    child.stdout!.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`child exited (${code}) early:\n${out}\n${err}`)));
   });
 }
 
