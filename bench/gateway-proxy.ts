@@ -20,14 +20,10 @@
 // references' binary, or `off`).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exportJWK, SignJWT } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
 import { findHaproxy, startHaproxy } from './gateway/haproxy.ts';
@@ -41,6 +37,7 @@ import {
   RESPONSE_BODY,
   SERVICE,
 } from './gateway/shape.ts';
+import { startBenchIssuer } from './lib/platform-issuer.ts';
 
 const config = loadGatewayBenchConfig(processEnv());
 const UPSTREAM = fileURLToPath(new URL('./gateway/upstream.ts', import.meta.url));
@@ -119,40 +116,14 @@ async function orchestrate(): Promise<void> {
   const { duration, connections, redisUrl, rounds } = config;
 
   // The platform issuer's key set, served from here (one fetch by the gateway; never on the measured path).
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const kid = `bench-${randomUUID()}`;
-  const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' }] });
-  const keyServer = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(jwks);
-  });
-  await new Promise<void>((r) => keyServer.listen(0, '127.0.0.1', () => r()));
-  const issuer = `http://127.0.0.1:${(keyServer.address() as AddressInfo).port}`;
-
-  const now = Math.floor(Date.now() / 1000);
-  const tokens = await Promise.all(
-    Array.from({ length: 50 }, (_, i) =>
-      new SignJWT({
-        iss: issuer,
-        aud: AUDIENCE,
-        sub: `bench-user-${i}`,
-        email: `bench-${i}@example.com`,
-        scope: `openid email mcp:${SERVICE}`,
-        client_id: 'platform-cli',
-        jti: randomUUID(),
-        iat: now,
-        exp: now + 3600,
-      })
-        .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
-        .sign(privateKey),
-    ),
-  );
+  const platform = await startBenchIssuer({ audience: AUDIENCE, service: SERVICE, users: 50 });
+  const { issuer, tokens, publicKey } = platform;
 
   const children: ChildProcess[] = [];
   const scratch = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
   const cleanup = () => {
     for (const c of children) c.kill('SIGTERM');
-    keyServer.close();
+    platform.close();
     rmSync(scratch, { recursive: true, force: true });
   };
   process.on('exit', cleanup);

@@ -13,18 +13,16 @@
 // BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info),
 // BENCH_GATEWAY_NODE_OPTIONS / BENCH_TOOL_NODE_OPTIONS (NODE_OPTIONS of those processes, e.g. --cpu-prof).
 import type { ChildProcess } from 'node:child_process';
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { exportJWK, SignJWT } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { bodySha256, deriveIdentityKey, signIdentity } from '../lib/identity.ts';
 import { loadToolsBenchConfig } from './config.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode } from './gateway/processes.ts';
+import { startBenchIssuer } from './lib/platform-issuer.ts';
 import { createScratchDatabase } from './lib/scratch-database.ts';
 import {
   AUDIENCE,
@@ -67,37 +65,6 @@ async function scratchDatabase() {
   return db;
 }
 
-async function keysAndTokens() {
-  const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const kid = `bench-${randomUUID()}`;
-  const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'RS256', use: 'sig' }] });
-  const server = createServer((_req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(jwks);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
-  const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const now = Math.floor(Date.now() / 1000);
-  const tokens = await Promise.all(
-    Array.from({ length: USERS }, (_, i) =>
-      new SignJWT({
-        iss: issuer,
-        aud: AUDIENCE,
-        sub: `bench-user-${i}`,
-        email: `bench-${i}@example.com`,
-        scope: `openid email mcp:${SERVICE}`,
-        client_id: 'platform-cli',
-        jti: randomUUID(),
-        iat: now,
-        exp: now + 3600,
-      })
-        .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
-        .sign(privateKey),
-    ),
-  );
-  return { issuer, tokens, close: () => server.close() };
-}
-
 async function load(spec: LoadSpec): Promise<LoadResult> {
   return firstJsonLine<LoadResult>(spawnNode(1, [LOAD_GENERATOR, JSON.stringify(spec)], config.childEnv));
 }
@@ -124,7 +91,7 @@ async function main(): Promise<void> {
   const scratch = mkdtempSync(join(tmpdir(), 'bench-tools-'));
   const children: ChildProcess[] = [];
   const db = await scratchDatabase();
-  const keys = await keysAndTokens();
+  const keys = await startBenchIssuer({ audience: AUDIENCE, service: SERVICE, users: USERS });
   const cleanup = () => {
     for (const c of children) c.kill('SIGTERM');
     keys.close();
