@@ -3,25 +3,22 @@
 // gets 403 insufficient_scope naming it, re-authorizes for it (its own scope merging), and the call then goes
 // through. Real IdP, gateway and tool servers; the "browser" is a fetch carrying the user's web session that
 // approves the IdP's consent page when it is shown.
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   type CallToolResult,
   Client,
-  type OAuthClientInformationMixed,
   type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type OAuthTokens,
   StreamableHTTPClientTransport,
   UnauthorizedError,
 } from '@modelcontextprotocol/client';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
-import { answerConsent, sessionCookieName } from '../helpers/oauth.ts';
+import { sessionCookieName } from '../helpers/oauth.ts';
+import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'policy-step-up-'));
@@ -54,17 +51,15 @@ afterAll(async () => {
 });
 
 /** In memory; the authorization "browser" is a fetch with the web-session cookie that stops at the callback. */
-class CookieBrowserProvider implements OAuthClientProvider {
+class CookieBrowserProvider extends InMemoryOAuthProvider {
   readonly redirectUrl = 'http://127.0.0.1:47614/callback';
   callbacks: URL[] = [];
-  private info: OAuthClientInformationMixed | undefined;
-  private saved: OAuthTokens | undefined;
-  private verifier = '';
-  private discovery: OAuthDiscoveryState | undefined;
-  private readonly expectedState = randomBytes(16).toString('hex');
+  /** How many times the IdP showed its consent page (a newly registered client; scopes it was not given). */
+  consents = 0;
   private readonly sessionToken: string;
 
   constructor(sessionToken: string) {
+    super();
     this.sessionToken = sessionToken;
   }
   get clientMetadata(): OAuthClientMetadata {
@@ -76,59 +71,13 @@ class CookieBrowserProvider implements OAuthClientProvider {
       token_endpoint_auth_method: 'none',
     };
   }
-  state() {
-    return this.expectedState;
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-  /** How many times the IdP showed its consent page (a newly registered client; scopes it was not given). */
-  consents = 0;
   async redirectToAuthorization(url: URL) {
-    const cookieName = sessionCookieName(url.origin);
-    const res = await fetch(url, {
-      redirect: 'manual',
-      headers: { cookie: `${cookieName}=${this.sessionToken}` },
+    const visit = await this.visit(url, {
+      cookieName: sessionCookieName(url.origin),
+      sessionToken: this.sessionToken,
     });
-    let status = res.status;
-    let location = res.headers.get('location');
-    if (status === 200) {
-      this.consents++;
-      const answer = await answerConsent({
-        url: url.href,
-        html: await res.text(),
-        sessionToken: this.sessionToken,
-        cookieName,
-        decision: 'approve',
-      });
-      status = answer.status;
-      location = answer.location?.href ?? null;
-    }
-    if (status !== 302 || !location) throw new Error(`authorize answered ${status}`);
-    const callback = new URL(location);
-    if (callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
-    this.callbacks.push(callback);
+    if (visit.consentPage !== undefined) this.consents++;
+    this.callbacks.push(visit.callback);
   }
 }
 

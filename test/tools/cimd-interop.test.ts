@@ -1,22 +1,12 @@
-// A client identified by a Client ID Metadata Document, end to end, with a client nobody here wrote: the MCP
-// SDK v2 client's own `auth()`. Its metadata document is served over https by a local server on `localhost`
-// (named exactly in PLATFORM_CIMD_ALLOWED_HOSTS, its CA passed through PLATFORM_CIMD_CA_FILE). The SDK sees
-// `client_id_metadata_document_supported`, uses the document URL as its client_id without registering, the
-// user approves on the consent page (which names the document's host), and `whoami` answers through the gateway.
-import { randomBytes } from 'node:crypto';
 import {
   auth,
   Client,
   type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type OAuthTokens,
-  type StoredOAuthClientInformation,
   StreamableHTTPClientTransport,
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
-import { answerConsent } from '../helpers/oauth.ts';
+import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
 import { createTestCa, startHttpsServer, type TestCa, type TestHttpsServer } from '../helpers/tls.ts';
 import { toolJson } from './helpers.ts';
 import { type Stack, startStack } from './stack.ts';
@@ -64,65 +54,23 @@ afterAll(async () => {
 });
 
 /** The SDK's provider contract, in memory; the "browser" is a fetch carrying the user's web session. */
-class MetadataDocumentProvider implements OAuthClientProvider {
+class MetadataDocumentProvider extends InMemoryOAuthProvider {
   readonly redirectUrl = REDIRECT;
   readonly clientMetadataUrl: string;
   consentPage = '';
   callback: URL | undefined;
-  private saved: OAuthTokens | undefined;
-  private verifier = '';
-  private readonly expectedState = randomBytes(16).toString('hex');
 
   constructor(url: string) {
+    super();
     this.clientMetadataUrl = url;
   }
   get clientMetadata(): OAuthClientMetadata {
     return { client_name: 'CIMD Assistant', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' };
   }
-  state() {
-    return this.expectedState;
-  }
-  info: StoredOAuthClientInformation | undefined;
-  private discovery: OAuthDiscoveryState | undefined;
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.info = info;
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
   async redirectToAuthorization(url: URL) {
-    const cookie = { cookie: `${COOKIE}=${user.sessionToken}` };
-    const page = await fetch(url, { redirect: 'manual', headers: cookie });
-    this.consentPage = await page.text();
-    if (page.status !== 200) throw new Error(`authorize answered ${page.status}: ${this.consentPage}`);
-    const answer = await answerConsent({
-      url: url.href,
-      html: this.consentPage,
-      sessionToken: user.sessionToken,
-      cookieName: COOKIE,
-      decision: 'approve',
-    });
-    if (answer.status !== 302 || !answer.location) throw new Error(`consent answered ${answer.status}`);
-    this.callback = answer.location;
-    if (this.callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
+    const visit = await this.visit(url, { cookieName: COOKIE, sessionToken: user.sessionToken });
+    this.consentPage = visit.consentPage ?? '';
+    this.callback = visit.callback;
   }
 }
 

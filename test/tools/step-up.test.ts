@@ -1,8 +1,3 @@
-// Step-up authorization end to end, with the MCP SDK v2 client's own machinery: the gateway's per-tool policy
-// requires a scope the client's token lacks (whoami reveals the email, so it requires `email`), the gateway
-// answers 403 insufficient_scope naming it, the SDK re-authorizes for the union of its scopes, and the call
-// succeeds — without a second consent page, since the client's services were already consented.
-import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,17 +5,13 @@ import {
   auth,
   Client,
   type OAuthClientMetadata,
-  type OAuthClientProvider,
-  type OAuthDiscoveryState,
-  type OAuthTokens,
-  type StoredOAuthClientInformation,
   StreamableHTTPClientTransport,
   UnauthorizedError,
 } from '@modelcontextprotocol/client';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
-import { answerConsent } from '../helpers/oauth.ts';
+import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from './helpers.ts';
 import { type Stack, startStack } from './stack.ts';
 
@@ -50,16 +41,11 @@ afterAll(async () => {
 });
 
 /** In memory; the "browser" carries the user's web session and approves a consent page when one is shown. */
-class BrowserProvider implements OAuthClientProvider {
+class BrowserProvider extends InMemoryOAuthProvider {
   readonly redirectUrl = 'http://127.0.0.1:47616/callback';
   consentPagesShown = 0;
   authorizationUrls: URL[] = [];
   callback: URL | undefined;
-  private info: StoredOAuthClientInformation | undefined;
-  private saved: OAuthTokens | undefined;
-  private verifier = '';
-  private discovery: OAuthDiscoveryState | undefined;
-  private readonly expectedState = randomBytes(16).toString('hex');
 
   get clientMetadata(): OAuthClientMetadata {
     return {
@@ -68,53 +54,11 @@ class BrowserProvider implements OAuthClientProvider {
       token_endpoint_auth_method: 'none',
     };
   }
-  state() {
-    return this.expectedState;
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: StoredOAuthClientInformation) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  saveDiscoveryState(state: OAuthDiscoveryState) {
-    this.discovery = state;
-  }
-  discoveryState() {
-    return this.discovery;
-  }
   async redirectToAuthorization(url: URL) {
     this.authorizationUrls.push(url);
-    const headers = { cookie: `${COOKIE}=${user.sessionToken}` };
-    let res = await fetch(url, { redirect: 'manual', headers });
-    let location = res.headers.get('location');
-    if (res.status === 200) {
-      this.consentPagesShown++;
-      const answer = await answerConsent({
-        url: url.href,
-        html: await res.text(),
-        sessionToken: user.sessionToken,
-        cookieName: COOKIE,
-        decision: 'approve',
-      });
-      res = answer.res;
-      location = answer.location?.href ?? null;
-    }
-    if (res.status !== 302 || !location) throw new Error(`authorize answered ${res.status}`);
-    this.callback = new URL(location);
-    if (this.callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
+    const visit = await this.visit(url, { cookieName: COOKIE, sessionToken: user.sessionToken });
+    if (visit.consentPage !== undefined) this.consentPagesShown++;
+    this.callback = visit.callback;
   }
 }
 
