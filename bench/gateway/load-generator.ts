@@ -1,17 +1,11 @@
 // The benchmark's load generator, run by bench/gateway-proxy.ts (pinned to core 1) with a JSON LoadSpec as its
 // argument; prints one JSON LoadResult line.
-import { connect } from 'node:net';
 import { processEnv } from '../../cli/config.ts';
 import { loadGatewayBenchConfig } from '../config.ts';
-import { Latencies } from '../lib/latencies.ts';
+import { runRawLoad } from '../lib/raw-load.ts';
 import { type LoadResult, type LoadSpec, REQUEST_BODY, SERVICE } from './shape.ts';
 
-/**
- * The load generator: keep-alive HTTP/1.1 over raw sockets with the 50 requests prebuilt, one request in flight
- * per connection, latency of every response recorded in microseconds. (autocannon records whole milliseconds,
- * which reads as p50 = 0 for a sub-millisecond upstream; a plain client also keeps the generator's own cost
- * low, so "direct" measures the upstream rather than the generator.)
- */
+/** BENCH_LOADGEN=autocannon: the same load through autocannon, whose latencies are whole milliseconds. */
 async function runAutocannon(spec: LoadSpec): Promise<void> {
   // autocannon ships no type declarations; the specifier is a variable so the import is typed by the cast below.
   const specifier = 'autocannon';
@@ -54,6 +48,10 @@ async function runAutocannon(spec: LoadSpec): Promise<void> {
   process.exit(0);
 }
 
+/**
+ * The default: the 50 requests prebuilt, one per token, over raw sockets (bench/lib/raw-load.ts; latencies in µs,
+ * where autocannon's whole milliseconds read as p50 = 0 for a sub-millisecond upstream).
+ */
 async function runLoad(spec: LoadSpec): Promise<void> {
   const target = new URL(spec.url);
   const body = Buffer.from(REQUEST_BODY);
@@ -67,64 +65,12 @@ async function runLoad(spec: LoadSpec): Promise<void> {
       body,
     ]),
   );
-  const latencies = new Latencies();
-  let non2xx = 0;
-  let errors = 0;
-  let running = true;
-  const started = performance.now();
-  const finished: Array<Promise<void>> = [];
-
-  for (let c = 0; c < spec.connections; c++) {
-    finished.push(
-      new Promise<void>((resolve) => {
-        const socket = connect({ host: target.hostname, port: Number(target.port), noDelay: true });
-        let next = c;
-        let sentAt = 0;
-        let buf: Buffer = Buffer.alloc(0);
-        const send = () => {
-          if (!running) {
-            socket.end();
-            return;
-          }
-          sentAt = performance.now();
-          socket.write(requests[next % requests.length]!);
-          next += 1;
-        };
-        socket.on('connect', send);
-        socket.on('data', (chunk: Buffer) => {
-          buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
-          for (;;) {
-            const end = buf.indexOf('\r\n\r\n');
-            if (end < 0) return;
-            const head = buf.toString('latin1', 0, end);
-            const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-            if (!m) {
-              // Every response in this shape has a Content-Length; anything else is counted as an error.
-              errors += 1;
-              socket.destroy();
-              return;
-            }
-            const total = end + 4 + Number(m[1]);
-            if (buf.length < total) return;
-            const status = Number(head.slice(9, 12));
-            if (status < 200 || status > 299) non2xx += 1;
-            latencies.add((performance.now() - sentAt) * 1000);
-            buf = buf.subarray(total);
-            send();
-          }
-        });
-        socket.on('error', () => {
-          errors += 1;
-        });
-        socket.on('close', () => resolve());
-      }),
-    );
-  }
-  await new Promise((r) => setTimeout(r, spec.duration * 1000));
-  running = false;
-  const elapsed = (performance.now() - started) / 1000;
-  await Promise.race([Promise.all(finished), new Promise((r) => setTimeout(r, 2000))]);
-  const result = latencies.result(elapsed, { non2xx, errors });
+  const result = await runRawLoad({
+    url: spec.url,
+    requests,
+    connections: spec.connections,
+    duration: spec.duration,
+  });
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
 }
