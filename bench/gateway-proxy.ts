@@ -37,6 +37,7 @@ import {
   RESPONSE_BODY,
   SERVICE,
 } from './gateway/shape.ts';
+import { combine, type Measured } from './lib/latencies.ts';
 import { startBenchIssuer } from './lib/platform-issuer.ts';
 
 const config = loadGatewayBenchConfig(processEnv());
@@ -66,8 +67,6 @@ async function measure(
   };
 }
 
-type Measured = LoadResult & { cpuUsPerRequest: number[] };
-
 /** One thing the load is aimed at: the upstream itself, or a proxy (whose process's CPU is watched) before it. */
 interface Target {
   name: string;
@@ -87,24 +86,6 @@ async function firstRequests(url: string, tokens: string[]): Promise<void> {
     if (r.status !== 200) throw new Error(`${url} answered ${r.status}: ${await r.text()}`);
     await r.arrayBuffer();
   }
-}
-
-/** Several rounds of one target as one: rates and CPU per request over all requests, latencies the median round's. */
-function combine(runs: Measured[]): Measured {
-  const total = runs.reduce((n, r) => n + r.total, 0);
-  const seconds = runs.reduce((n, r) => n + r.total / r.requestsPerSecond, 0);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return {
-    requestsPerSecond: total / seconds,
-    p50: median(runs.map((r) => r.p50)),
-    p99: median(runs.map((r) => r.p99)),
-    total,
-    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    cpuUsPerRequest: runs[0]!.cpuUsPerRequest.map(
-      (_, i) => runs.reduce((n, r) => n + r.cpuUsPerRequest[i]! * r.total, 0) / total,
-    ),
-  };
 }
 
 async function load(spec: LoadSpec): Promise<LoadResult> {

@@ -22,6 +22,7 @@ import { processEnv } from '../cli/config.ts';
 import { bodySha256, deriveIdentityKey, signIdentity } from '../lib/identity.ts';
 import { loadToolsBenchConfig } from './config.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode } from './gateway/processes.ts';
+import { combine, type Measured } from './lib/latencies.ts';
 import { startBenchIssuer } from './lib/platform-issuer.ts';
 import { createScratchDatabase } from './lib/scratch-database.ts';
 import {
@@ -43,7 +44,6 @@ const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
 const USERS = 50;
 const PATH = `/${SERVICE}/mcp`;
 
-type Measured = LoadResult & { cpuUsPerRequest: number[] };
 interface Target {
   name: string;
   url: string;
@@ -67,23 +67,6 @@ async function scratchDatabase() {
 
 async function load(spec: LoadSpec): Promise<LoadResult> {
   return firstJsonLine<LoadResult>(spawnNode(1, [LOAD_GENERATOR, JSON.stringify(spec)], config.childEnv));
-}
-
-function combine(runs: Measured[]): Measured {
-  const total = runs.reduce((n, r) => n + r.total, 0);
-  const seconds = runs.reduce((n, r) => n + r.total / r.requestsPerSecond, 0);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return {
-    requestsPerSecond: total / seconds,
-    p50: median(runs.map((r) => r.p50)),
-    p99: median(runs.map((r) => r.p99)),
-    total,
-    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
-    errors: runs.reduce((n, r) => n + r.errors, 0),
-    cpuUsPerRequest: runs[0]!.cpuUsPerRequest.map(
-      (_, i) => runs.reduce((n, r) => n + r.cpuUsPerRequest[i]! * r.total, 0) / total,
-    ),
-  };
 }
 
 async function main(): Promise<void> {

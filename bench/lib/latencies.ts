@@ -32,3 +32,24 @@ export class Latencies {
     return { requestsPerSecond: n / elapsedSeconds, p50: pct(50), p99: pct(99), total: n, ...outcome };
   }
 }
+
+/** A load run with the CPU time each watched process spent per request (µs), server first. */
+export type Measured = LoadResult & { cpuUsPerRequest: number[] };
+
+/** Several rounds of one target as one: rates and CPU per request over all requests, latencies the median round's. */
+export function combine(runs: Measured[]): Measured {
+  const total = runs.reduce((n, r) => n + r.total, 0);
+  const seconds = runs.reduce((n, r) => n + r.total / r.requestsPerSecond, 0);
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return {
+    requestsPerSecond: total / seconds,
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    total,
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    cpuUsPerRequest: runs[0]!.cpuUsPerRequest.map(
+      (_, i) => runs.reduce((n, r) => n + r.cpuUsPerRequest[i]! * r.total, 0) / total,
+    ),
+  };
+}
