@@ -155,8 +155,10 @@ async function sendAs(token: string, asUser: string): Promise<CallToolResult> {
 }
 
 describe("an Entra token's email claim and the tool servers' admin rule", () => {
+  // Both carry the send-as power in their scope (docs/tools.md § mail): only the email decides here.
+  const SCP = { scp: 'mcp.access mail:send_as' };
   it('an unconfirmed email naming an admin does not make its holder an admin: send-as refused', async () => {
-    const t = await entraToken({ email: admin.email, preferred_username: attacker.email });
+    const t = await entraToken({ ...SCP, email: admin.email, preferred_username: attacker.email });
     const r = await sendAs(t, admin.email);
     expect(r.isError).toBe(true);
     expect(toolJson(r)).toMatchObject({ error: { code: 'send_as_forbidden' } });
@@ -167,7 +169,7 @@ describe("an Entra token's email claim and the tool servers' admin rule", () => 
       { xms_edov: true, preferred_username: attacker.email },
       { preferred_username: admin.email },
     ]) {
-      const t = await entraToken({ email: admin.email, ...confirmation });
+      const t = await entraToken({ ...SCP, email: admin.email, ...confirmation });
       const r = await sendAs(t, attacker.email);
       expect(r.isError, JSON.stringify(confirmation)).toBeFalsy();
     }
