@@ -47,7 +47,8 @@ export function deviceConfirmPage(v: DeviceConfirmView): string {
     : html``;
   const withheld =
     v.withheld.length > 0
-      ? html`<p class="problem">It also asked for this, which a device is never given (it is left out):</p>
+      ? html`<p class="problem">It also asked for this, which a device is never given (it is left out). If you did
+not start this yourself, choose Deny.</p>
 ${scopeList(v.withheld.join(' '), 'withheld')}`
       : html``;
   return page(
