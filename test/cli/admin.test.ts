@@ -98,6 +98,7 @@ describe('platform admin user, sign-ins and consents', () => {
         client_id: clientId,
         client_name: 'Consent Probe',
         services: ['deals', 'mail'],
+        scopes: [],
         granted_at: expect.any(String),
       },
     ]);
