@@ -4,9 +4,14 @@
 // that names it in words. A non-admin never gets the scope; platform-cli keeps sending as others; a
 // platform-cli device token (phishable, RFC 8628 §5.4) never does.
 import { randomUUID } from 'node:crypto';
+import { mkdir } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeJwt } from 'jose';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { launchChromium } from '../cli/support.ts';
 import { registerClient } from '../helpers/clients.ts';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
 import {
@@ -17,7 +22,7 @@ import {
   startDeviceFlow,
 } from '../helpers/device.ts';
 import { sendMailAs } from '../helpers/mail.ts';
-import { authorizeRequest, exchangeCode, signIn } from '../helpers/oauth.ts';
+import { authorizeRequest, exchangeCode, pkcePair, signIn } from '../helpers/oauth.ts';
 import { toolJson } from '../tools/helpers.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 
@@ -28,8 +33,10 @@ let stack: Stack;
 let admin: SeededUser;
 let user: SeededUser;
 let connector: string;
+let browser: Browser;
 
 beforeAll(async () => {
+  browser = await launchChromium();
   const adminEmail = `admin-${randomUUID().slice(0, 8)}@example.com`;
   stack = await startStack({ adminEmails: [adminEmail] });
   [admin, user] = await Promise.all([
@@ -42,6 +49,7 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
+  await browser?.close();
   await stack?.stop();
 });
 
@@ -167,5 +175,42 @@ describe('the first-party platform-cli', () => {
     expect(r.status, r.text).toBe(200);
     expect(r.json.scope).toBe('openid email mcp:mail');
     expectRefused(await sendMailAs(stack.baseUrl, r.json.access_token as string, user.email));
+  });
+});
+
+describe('in Chromium', () => {
+  it('the consent page names the send-as power in words, marked apart from the services', async () => {
+    const context = await browser.newContext({ viewport: { width: 900, height: 900 } });
+    try {
+      await context.addCookies([
+        { name: 'authjs.session-token', value: admin.sessionToken, url: stack.idp.url },
+      ]);
+      const page = await context.newPage();
+      const u = new URL(`${stack.idp.url}/oauth/authorize`);
+      for (const [k, v] of Object.entries({
+        response_type: 'code',
+        client_id: connector,
+        redirect_uri: REDIRECT,
+        scope: 'openid email mcp:mail mail:send_as',
+        code_challenge: pkcePair().challenge,
+        code_challenge_method: 'S256',
+        state: 's',
+        prompt: 'consent',
+      }))
+        u.searchParams.set(k, v);
+      await page.goto(u.toString());
+      const items = await page.locator('ul.services li').allInnerTexts();
+      expect(items.map((t) => t.replace(/\s+/g, ' ').trim())).toEqual([
+        'Know who you are: your account and your email address openid email',
+        'Send mail and create calendar events as you, from your own mailbox mcp:mail',
+        `${SEND_AS_WORDS} mail:send_as`,
+      ]);
+      expect(await page.locator('li.power').innerText()).toContain(SEND_AS_WORDS);
+      const dir = join(tmpdir(), 'platform-idp-screenshots');
+      await mkdir(dir, { recursive: true });
+      await page.screenshot({ path: join(dir, 'consent-send-as.png'), fullPage: true });
+    } finally {
+      await context.close();
+    }
   });
 });
