@@ -14,8 +14,9 @@ import {
 
 /**
  * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
- * CSRF token and `decision` (approve | deny). Everything is checked again as on GET; the token must belong
- * to this session and this client, else nothing happens (a plain 403 page, no redirect, no code).
+ * administrative scopes the page named (`powers_named`), the CSRF token and `decision` (approve | deny).
+ * Everything is checked again as on GET; the token must belong to this session and this client, else nothing
+ * happens (a plain 403 page, no redirect, no code).
  */
 export const consentDecision: Endpoint = async (ctx, x) => {
   const params = await readForm(x.req, 32 * 1024);
