@@ -298,6 +298,7 @@ function consentsTable(consents: object[]): string {
         ['client', 'client_id'],
         ['name', 'client_name'],
         ['services', 'services'],
+        ['scopes', 'scopes'],
         ['granted', 'granted_at'],
       ],
       consents,

@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import { renderUnicodeCompact } from 'uqr';
 import yoctoSpinner from 'yocto-spinner';
+import { ADMIN_POWER_SCOPES } from '../lib/admin-powers.ts';
 import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
 import { CliError } from './client/errors.ts';
 import type { Io } from './client/io.ts';
@@ -30,7 +31,10 @@ export async function loginWithDevice(
       `${metadata.issuer} does not offer the device flow; use \`platform login\``,
     );
   }
-  const scope = opts.scope ?? (metadata.scopes_supported?.join(' ') || FALLBACK_SCOPE);
+  // Every scope the issuer offers but the administrative ones, which the device flow never grants (asking for
+  // them would only put a warning on the verification page).
+  const offered = metadata.scopes_supported?.filter((s) => !ADMIN_POWER_SCOPES.includes(s)).join(' ');
+  const scope = opts.scope ?? (offered || FALLBACK_SCOPE);
   const start = await oidc.initiateDeviceAuthorization(server, { scope }).catch((err: unknown) => {
     throw new CliError(
       'LOGIN_FAILED',

@@ -1,15 +1,17 @@
 // Consent: which clients need it, whether the stored consent covers a request, the page, and the CSRF token
 // that binds the page's form to the web session that was shown it.
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { FIRST_PARTY_CLIENT } from '../lib/admin-powers.ts';
 import type { Exchange, IdpContext } from './context.ts';
 import type { WebSession } from './endpoints/authorize.ts';
 import { consentPage } from './pages/consent.ts';
 import { sendPage } from './pages/html.ts';
 import { isLoopbackRedirect } from './redirect-uris.ts';
+import { powersOf } from './scopes.ts';
 import type { Client } from './store/clients.ts';
 
 /** The first-party command-line client is the only one that never asks. */
-export const CONSENT_EXEMPT_CLIENTS: ReadonlySet<string> = new Set(['platform-cli']);
+export const CONSENT_EXEMPT_CLIENTS: ReadonlySet<string> = new Set([FIRST_PARTY_CLIENT]);
 
 export function servicesOf(scope: string): string[] {
   return scope
@@ -18,7 +20,10 @@ export function servicesOf(scope: string): string[] {
     .map((s) => s.slice(4));
 }
 
-/** True when the page must be shown: prompt=consent, no stored consent, or a service not yet approved. */
+/**
+ * True when the page must be shown: prompt=consent, no stored consent, or a service or an administrative scope
+ * (mail:send_as) not yet approved.
+ */
 export async function needsConsent(
   ctx: IdpContext,
   q: { client: Client; email: string; scope: string; prompt: ReadonlySet<string> },
@@ -28,7 +33,8 @@ export async function needsConsent(
   const stored = await ctx.consents.find({ email: q.email, clientId: q.client.clientId });
   if (!stored) return true;
   const approved = new Set(stored.services);
-  return servicesOf(q.scope).some((s) => !approved.has(s));
+  const powers = new Set(stored.scopes);
+  return servicesOf(q.scope).some((s) => !approved.has(s)) || powersOf(q.scope).some((s) => !powers.has(s));
 }
 
 /**
@@ -61,6 +67,12 @@ export function csrfTokenValid(key: Buffer, sessionToken: string, clientId: stri
   return got.length === expected.length && timingSafeEqual(got, expected);
 }
 
+/**
+ * The form field carrying the administrative scopes the page named: the approval grants no other power, even
+ * if the user became an administrator between seeing the page and answering it.
+ */
+export const POWERS_NAMED_FIELD = 'powers_named';
+
 /** Where the decision's redirect goes, as a CSP source: the redirect URI's origin, or its scheme. */
 function formTarget(redirectUri: string): string {
   const u = new URL(redirectUri);
@@ -78,15 +90,13 @@ export function renderConsent(
     params: ReadonlyMap<string, string>;
   },
 ): void {
-  const scopes = o.scope.split(' ');
   const document = consentPage({
     clientId: o.client.clientId,
     clientName: o.client.name,
     host: consentHost(o.client, o.redirectUri),
     email: o.session.user.email,
-    services: servicesOf(o.scope),
-    identity: scopes.includes('openid') || scopes.includes('email') || scopes.includes('profile'),
-    params: o.params,
+    scope: o.scope,
+    params: new Map([...o.params, [POWERS_NAMED_FIELD, powersOf(o.scope).join(' ')]]),
     csrfToken: csrfToken(ctx.csrfKey, o.session.token, o.client.clientId),
   });
   x.log.info({ clientId: o.client.clientId }, 'consent asked');

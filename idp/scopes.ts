@@ -1,8 +1,8 @@
+import { ADMIN_POWER_SCOPES, ADMIN_SCOPE, FIRST_PARTY_CLIENT, SEND_AS_SCOPE } from '../lib/admin-powers.ts';
 import { InvalidScopeError } from './errors.ts';
 
 export const IDENTITY_SCOPES = ['openid', 'profile', 'email'] as const;
-/** The admin API's scope: granted only when asked for, and only to PLATFORM_ADMIN_EMAILS. */
-export const ADMIN_SCOPE = 'platform:admin';
+export { ADMIN_SCOPE, SEND_AS_SCOPE };
 
 /**
  * The clients that may hold `platform:admin`: the first-party command-line client, which the user runs
@@ -10,20 +10,37 @@ export const ADMIN_SCOPE = 'platform:admin';
  * through it: the consent page approves services, and approving a connector for mail must not hand it
  * the administration of the platform (nor may a silent `prompt=none` request add it later).
  */
-export const ADMIN_CLIENTS: ReadonlySet<string> = new Set(['platform-cli']);
+export const ADMIN_CLIENTS: ReadonlySet<string> = new Set([FIRST_PARTY_CLIENT]);
 
-/** Whether a token for this user, issued to this client, may carry `platform:admin`. */
-export function mayHoldAdminScope(
+const NO_POWERS: ReadonlySet<string> = new Set();
+const ADMIN_POWERS = new Set(ADMIN_POWER_SCOPES);
+
+/**
+ * The administrative scopes a token for this user, issued to this client through this grant, may carry:
+ * none for a user outside PLATFORM_ADMIN_EMAILS, and none through the device authorization grant (a device
+ * code is phishable: whoever started the flow gets what the approver has, RFC 8628 §5.4). Otherwise
+ * `mail:send_as` (a third-party client still needs the consent page to have named it), and `platform:admin`
+ * for the first-party client only.
+ */
+export function adminPowers(
   config: { adminEmails: ReadonlySet<string> },
-  who: { email: string; clientId: string },
-): boolean {
-  return ADMIN_CLIENTS.has(who.clientId) && config.adminEmails.has(who.email.trim().toLowerCase());
+  who: { email: string; clientId: string; grant?: 'device_code' },
+): ReadonlySet<string> {
+  if (who.grant === 'device_code' || !config.adminEmails.has(who.email.trim().toLowerCase()))
+    return NO_POWERS;
+  return ADMIN_CLIENTS.has(who.clientId) ? ADMIN_POWERS : new Set([SEND_AS_SCOPE]);
 }
 
 export const serviceScope = (service: string) => `mcp:${service}`;
 
+/** Every scope the provider grants; `mail:send_as` only when the mail service is configured. */
 export function supportedScopes(services: readonly string[]): string[] {
-  return [...IDENTITY_SCOPES, ...services.map(serviceScope), ADMIN_SCOPE];
+  return [
+    ...IDENTITY_SCOPES,
+    ...services.map(serviceScope),
+    ADMIN_SCOPE,
+    ...(services.includes('mail') ? [SEND_AS_SCOPE] : []),
+  ];
 }
 
 export function parseScope(value: string | undefined | null): string[] {
@@ -35,14 +52,14 @@ export interface GrantScopeOptions {
   requested: string[];
   services: readonly string[];
   entitled: ReadonlySet<string>;
-  /** Whether `platform:admin` may be granted (mayHoldAdminScope: an admin, through a first-party client). */
-  isAdmin: boolean;
+  /** The administrative scopes that may be granted if asked for (adminPowers). */
+  powers: ReadonlySet<string>;
 }
 
 /**
  * The granted scope: what was asked (every identity and service scope when nothing was), minus services the
- * user is not entitled to, minus `platform:admin` unless it was asked for by an admin. An unknown scope is an
- * error rather than silently dropped, so a typo is visible.
+ * user is not entitled to, minus administrative scopes unless asked for and within `powers`; `mail:send_as`
+ * only beside `mcp:mail`. An unknown scope is an error rather than silently dropped, so a typo is visible.
  */
 export function grantScope(o: GrantScopeOptions): string {
   const supported = new Set(supportedScopes(o.services));
@@ -52,26 +69,33 @@ export function grantScope(o: GrantScopeOptions): string {
     if (!supported.has(s)) throw new InvalidScopeError(`scope "${s}" is not supported`);
   }
   const asked = new Set(
-    o.requested.length > 0 ? o.requested : [...supported].filter((s) => s !== ADMIN_SCOPE),
+    o.requested.length > 0 ? o.requested : [...supported].filter((s) => !ADMIN_POWERS.has(s)),
   );
   // Canonical order (identity scopes, then services as configured), so equal grants compare equal.
-  return [...supported]
+  const granted = [...supported]
     .filter((s) => asked.has(s))
     .filter((s) => !s.startsWith('mcp:') || o.entitled.has(s.slice(4)))
-    .filter((s) => s !== ADMIN_SCOPE || o.isAdmin)
     .join(' ');
+  return withinPowers(granted, o.powers);
 }
 
 /**
- * Re-applied whenever a token is issued from a stored grant (code exchange, refresh): the admin list or the
- * user's email may have changed since the grant was made.
+ * A scope without the administrative scopes outside `powers` (and `mail:send_as` without `mcp:mail`, where it
+ * means nothing). Re-applied whenever a token is issued from a stored grant (code exchange, device code,
+ * refresh): the admin list or the user's email may have changed since the grant was made.
  */
-export function withoutAdminUnlessAdmin(scope: string, isAdmin: boolean): string {
-  if (isAdmin) return scope;
-  return scope
-    .split(' ')
-    .filter((s) => s !== ADMIN_SCOPE)
+export function withinPowers(scope: string, powers: ReadonlySet<string>): string {
+  const scopes = scope.split(' ').filter((s) => s !== '');
+  const mail = scopes.includes(serviceScope('mail'));
+  return scopes
+    .filter((s) => !ADMIN_POWERS.has(s) || powers.has(s))
+    .filter((s) => s !== SEND_AS_SCOPE || mail)
     .join(' ');
+}
+
+/** The administrative scopes in `scope` (what a consent must have named, beyond services). */
+export function powersOf(scope: string): string[] {
+  return scope.split(' ').filter((s) => ADMIN_POWERS.has(s));
 }
 
 /** A granted scope without the services the user is not (or no longer) entitled to. */

@@ -151,7 +151,7 @@ export class AdminApi {
     if (res.status === 403) {
       const hint =
         this.#storedScope !== undefined && !this.#storedScope.split(' ').includes(ADMIN_SCOPE)
-          ? `; the stored login was not granted ${ADMIN_SCOPE}: an administrator is a user whose email is in the IdP's PLATFORM_ADMIN_EMAILS, who then runs \`platform login\` again`
+          ? `; the stored login was not granted ${ADMIN_SCOPE}: an administrator is a user whose email is in the IdP's PLATFORM_ADMIN_EMAILS, who then runs \`platform login\` again (in a browser: a \`--device\` login never carries it)`
           : '';
       return new CliError('CALL_FAILED', `not allowed (${detail})${hint}`);
     }

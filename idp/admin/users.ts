@@ -58,7 +58,7 @@ async function userExists(pool: Pool, usersTable: string, email: string): Promis
   return (r.rowCount ?? 0) > 0;
 }
 
-/** GET /admin/api/users/:email → {"email", "subjects", "sign_ins", "consents"}. */
+/** GET /admin/api/users/:email → {"email", "subjects", "sign_ins", "consents"} (each consent's services and scopes). */
 export const userRoute: AdminHandler = async ({ ctx, params }) => {
   const email = emailParam(params.email);
   const [subs, sessions, consents] = await Promise.all([
@@ -87,6 +87,7 @@ export const userRoute: AdminHandler = async ({ ctx, params }) => {
         client_id: c.clientId,
         client_name: c.clientName,
         services: c.services,
+        scopes: c.scopes,
         granted_at: c.grantedAt.toISOString(),
       })),
     },

@@ -173,7 +173,13 @@ interface UserBody {
   email: string;
   subjects: string[];
   sign_ins: Array<{ id: string; client_id: string; created_at: string; last_used_at: string }>;
-  consents: Array<{ client_id: string; client_name: string; services: string[]; granted_at: string }>;
+  consents: Array<{
+    client_id: string;
+    client_name: string;
+    services: string[];
+    scopes: string[];
+    granted_at: string;
+  }>;
 }
 interface EntitlementsBody {
   mode: 'open' | 'managed';
@@ -241,7 +247,7 @@ export const userView: ConsoleHandler = async (r) => {
     ? html`<table><thead><tr><th>Client</th><th>Services</th><th class="nowrap">Granted (UTC)</th><th class="num">Action</th></tr></thead><tbody>${user.consents.map(
         (
           c,
-        ) => html`<tr><td>${c.client_name || 'unnamed'}<br><span class="mono muted">${c.client_id}</span></td><td>${c.services.join(', ') || '—'}</td><td class="nowrap mono">${when(c.granted_at)}</td>
+        ) => html`<tr><td>${c.client_name || 'unnamed'}<br><span class="mono muted">${c.client_id}</span></td><td>${[...c.services, ...c.scopes].join(', ') || '—'}</td><td class="nowrap mono">${when(c.granted_at)}</td>
 <td class="num">${form('consents/withdraw', html`<input type="hidden" name="client_id" value="${c.client_id}">`, html`<button type="submit" class="danger">Withdraw</button>`)}</td></tr>`,
       )}</tbody></table>`
     : html`<p class="muted">No consents.</p>`;

@@ -12,7 +12,7 @@ import {
   UnsupportedResponseTypeError,
 } from '../errors.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
-import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
+import { adminPowers, grantScope, parseScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
@@ -56,7 +56,7 @@ export const authorize: Endpoint = async (ctx, x) => {
       requested: request.scope,
       services: ctx.config.services,
       entitled: await entitledServices(ctx, session.user),
-      isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: client.clientId }),
+      powers: adminPowers(ctx.config, { email: session.user.email, clientId: client.clientId }),
     });
     if (await needsConsent(ctx, { client, email: session.user.email, scope, prompt: request.prompt })) {
       if (request.prompt.has('none')) throw new ConsentRequiredError('the user has not approved this client');

@@ -1,8 +1,8 @@
 import { readForm } from '../../lib/http.ts';
-import { csrfTokenValid, servicesOf } from '../consent.ts';
+import { csrfTokenValid, POWERS_NAMED_FIELD, servicesOf } from '../consent.ts';
 import type { Endpoint } from '../context.ts';
 import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
-import { grantScope, mayHoldAdminScope } from '../scopes.ts';
+import { adminPowers, grantScope, parseScope, powersOf } from '../scopes.ts';
 import {
   checkClientAndRedirect,
   checkParameters,
@@ -14,15 +14,18 @@ import {
 
 /**
  * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
- * CSRF token and `decision` (approve | deny). Everything is checked again as on GET; the token must belong
- * to this session and this client, else nothing happens (a plain 403 page, no redirect, no code).
+ * administrative scopes the page named (`powers_named`), the CSRF token and `decision` (approve | deny).
+ * Everything is checked again as on GET; the token must belong to this session and this client, else nothing
+ * happens (a plain 403 page, no redirect, no code).
  */
 export const consentDecision: Endpoint = async (ctx, x) => {
   const params = await readForm(x.req, 32 * 1024);
   const given = params.get('csrf_token') ?? '';
   const decision = params.get('decision');
+  const named = new Set(parseScope(params.get(POWERS_NAMED_FIELD)));
   params.delete('csrf_token');
   params.delete('decision');
+  params.delete(POWERS_NAMED_FIELD);
   const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
   const session = await webSession(ctx, x);
   if (!session)
@@ -59,13 +62,19 @@ export const consentDecision: Endpoint = async (ctx, x) => {
       requested: request.scope,
       services: ctx.config.services,
       entitled: await entitledServices(ctx, session.user),
-      isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: client.clientId }),
+      // Only the powers the page named in words (the form says which; it cannot be forged: CSRF token).
+      powers: new Set(
+        [...adminPowers(ctx.config, { email: session.user.email, clientId: client.clientId })].filter((p) =>
+          named.has(p),
+        ),
+      ),
     });
     await ctx.consents.grant({
       email: session.user.email,
       clientId: client.clientId,
       clientName: client.name,
       services: servicesOf(scope),
+      scopes: powersOf(scope),
     });
     x.log.info({ clientId: client.clientId, scope }, 'consent given');
     await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });

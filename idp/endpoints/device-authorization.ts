@@ -10,8 +10,9 @@ export { DEVICE_CODE_GRANT } from '../device-codes.ts';
 
 /**
  * POST /oauth/device_authorization (RFC 8628 §3.1): a public client asks for a device code and a user code.
- * The scope is checked now (an unknown scope is `invalid_scope`) and narrowed to the user's entitlements when
- * the user approves on the verification page.
+ * The scope is checked now (an unknown scope is `invalid_scope`) and stored as asked; the verification page
+ * narrows it to the user's entitlements and leaves out every administrative scope (adminPowers: none through
+ * the device flow), naming what was left out.
  */
 export const deviceAuthorization: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
@@ -24,12 +25,12 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
   const requested = parseScope(form.get('scope'));
-  // Only checks the request (invalid_scope); the user's entitlements narrow it on the verification page.
+  // Only checks the request (invalid_scope); the verification page decides what is granted.
   grantScope({
     requested,
     services: ctx.config.services,
     entitled: new Set(ctx.config.services),
-    isAdmin: true,
+    powers: new Set(),
   });
   const deviceCode = newDeviceCode();
   // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.

@@ -2,6 +2,7 @@ import type { Logger } from '../../lib/logger.ts';
 import type { IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { InvalidGrantError, InvalidRequestError, OAuthError } from '../errors.ts';
+import { adminPowers, withinPowers } from '../scopes.ts';
 import type { Grant } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { ACCESS_TTL_SECONDS, newRefreshToken, tokenResponse } from './token.ts';
@@ -48,7 +49,9 @@ export async function deviceCodeGrant(
     subject: a.subject,
     email: a.email,
     clientId,
-    scope: a.grantedScope,
+    // Never an administrative scope through the device flow, whatever the stored approval says; the refresh
+    // token keeps this scope, so no refresh can add one either.
+    scope: withinPowers(a.grantedScope, adminPowers(ctx.config, { ...a, clientId, grant: 'device_code' })),
     authTime: a.authTime,
   };
   const iat = Math.floor(Date.now() / 1000);

@@ -6,7 +6,7 @@ import { AuthorizePageError, OAuthError } from '../errors.ts';
 import { deviceConfirmPage, deviceDonePage, deviceEntryPage } from '../pages/device.ts';
 import { sendPage } from '../pages/html.ts';
 import { RateLimitedError } from '../rate-limit.ts';
-import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
+import { adminPowers, grantScope, parseScope, powersOf } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import type { DeviceRequest } from '../store/device-codes.ts';
 import { entitledServices, loginRedirect, type WebSession, webSession } from './authorize.ts';
@@ -15,10 +15,23 @@ import { entitledServices, loginRedirect, type WebSession, webSession } from './
 const csrfSubject = (normalized: string) => `device\n${normalized}`;
 
 type Found =
-  | { ok: true; normalized: string; request: DeviceRequest; client: Client; scope: string }
+  | {
+      ok: true;
+      normalized: string;
+      request: DeviceRequest;
+      client: Client;
+      /** What the device receives if the user allows it. */
+      scope: string;
+      /** Administrative scopes the device asked for and never gets (named on the page as left out). */
+      withheld: string[];
+    }
   | { ok: false; problem: string };
 
-/** The pending request a typed code names, with its client and the scope the user would grant. */
+/**
+ * The pending request a typed code names, with its client and the scope the user would grant: never an
+ * administrative scope (`platform:admin`, `mail:send_as`), whoever approves — a device code is phishable
+ * (RFC 8628 §5.4), and whoever started the flow receives what the approver allows.
+ */
 async function findRequest(ctx: IdpContext, session: WebSession, typed: string): Promise<Found> {
   const normalized = normalizeUserCode(typed);
   if (!normalized)
@@ -40,15 +53,20 @@ async function findRequest(ctx: IdpContext, session: WebSession, typed: string):
     requested: parseScope(request.scope),
     services: ctx.config.services,
     entitled: await entitledServices(ctx, session.user),
-    isAdmin: mayHoldAdminScope(ctx.config, { email: session.user.email, clientId: request.clientId }),
+    powers: adminPowers(ctx.config, {
+      email: session.user.email,
+      clientId: request.clientId,
+      grant: 'device_code',
+    }),
   });
-  return { ok: true, normalized, request, client, scope };
+  return { ok: true, normalized, request, client, scope, withheld: powersOf(request.scope) };
 }
 
 /**
  * GET /oauth/device: the verification page. Needs the web session (else the sign-in page, which comes back
  * here with the code); without `user_code` it asks for the code, with one it shows the client, its metadata
- * host and the services, and asks to allow or deny.
+ * host and every scope the device will receive in words (and what it asked for and will not get), and asks
+ * to allow or deny.
  */
 export const deviceVerification: Endpoint = async (ctx, x) => {
   const session = await webSession(ctx, x);
@@ -79,7 +97,6 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
       deviceEntryPage({ email: session.user.email, typed: typed.slice(0, 64), problem: found.problem }),
     );
   }
-  const scopes = found.scope.split(' ');
   sendPage(
     x.res,
     200,
@@ -91,8 +108,8 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
         : undefined,
       email: session.user.email,
       userCode: formatUserCode(found.normalized),
-      services: servicesOf(found.scope),
-      identity: scopes.includes('openid') || scopes.includes('email') || scopes.includes('profile'),
+      scope: found.scope,
+      withheld: found.withheld,
       csrfToken: csrfToken(ctx.csrfKey, session.token, csrfSubject(found.normalized)),
     }),
   );

@@ -12,7 +12,7 @@ import {
   UnsupportedGrantTypeError,
 } from '../errors.ts';
 import { grantTypeLabel } from '../metrics.ts';
-import { entitledScope, mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
+import { adminPowers, entitledScope, parseScope, withinPowers } from '../scopes.ts';
 import type { Grant, NewToken } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
@@ -291,9 +291,9 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
   const exp = iat + ACCESS_TTL_SECONDS;
   const { issuer, audience } = ctx.config;
   // The admin list (or the user's email) may have changed since the grant was made.
-  const scope = withoutAdminUnlessAdmin(
+  const scope = withinPowers(
     o.scope,
-    mayHoldAdminScope(ctx.config, { email: grant.email, clientId: grant.clientId }),
+    adminPowers(ctx.config, { email: grant.email, clientId: grant.clientId }),
   );
   const body: Record<string, unknown> = {
     access_token: ctx.signer.accessToken({

@@ -1,4 +1,5 @@
 import { type Html, html, page } from './html.ts';
+import { scopeList } from './scopes.ts';
 
 export interface ConsentView {
   clientId: string;
@@ -6,9 +7,8 @@ export interface ConsentView {
   /** Where the client lives: the host its redirect URI sends the browser to, or its metadata document's. */
   host: { value: string; kind: 'redirect' | 'loopback' | 'app' | 'metadata' };
   email: string;
-  services: readonly string[];
-  /** Whether the client learns who the user is (openid / email / profile asked for). */
-  identity: boolean;
+  /** The scope the client will receive: every scope of it is named in words (scopeList). */
+  scope: string;
   /** The authorization request's parameters, carried through the form unchanged. */
   params: ReadonlyMap<string, string>;
   csrfToken: string;
@@ -31,20 +31,14 @@ function hostLine(host: ConsentView['host']): Html {
 export function consentPage(v: ConsentView): string {
   const name = v.clientName.trim() || 'An unnamed application';
   const hidden = [...v.params].map(([k, val]) => html`<input type="hidden" name="${k}" value="${val}">`);
-  const services =
-    v.services.length > 0
-      ? html`<ul class="services">${v.services.map(
-          (s) => html`<li><span class="name">${s}</span><span class="scope">mcp:${s}</span></li>`,
-        )}</ul>`
-      : html`<p>It asks for no services.</p>`;
   return page(
     `Allow ${name}?`,
     html`<p class="brand">Platform sign-in</p>
 <h1>Allow <span class="client">${name}</span> to act for you?</h1>
 <p class="who">Signed in as ${v.email}</p>
 <p>${hostLine(v.host)}</p>
-<p>${v.identity ? 'It will learn your email address and use these services as you:' : 'It will use these services as you:'}</p>
-${services}
+<p>It will be allowed to:</p>
+${scopeList(v.scope)}
 <form method="post" action="authorize">
 ${hidden}<input type="hidden" name="csrf_token" value="${v.csrfToken}">
 <div class="actions">

@@ -1,4 +1,5 @@
-import { type Html, html, page } from './html.ts';
+import { html, page } from './html.ts';
+import { scopeList } from './scopes.ts';
 
 // The device verification pages (RFC 8628 §3.3): enter the code shown on the device, confirm the client and
 // services, and the outcome. Same look and policy as the consent page; no script.
@@ -32,8 +33,10 @@ export interface DeviceConfirmView {
   metadataHost: string | undefined;
   email: string;
   userCode: string;
-  services: readonly string[];
-  identity: boolean;
+  /** The scope the device will receive: every scope of it is named in words. */
+  scope: string;
+  /** Administrative scopes the device asked for and will not get (never through the device flow). */
+  withheld: readonly string[];
   csrfToken: string;
 }
 
@@ -42,12 +45,12 @@ export function deviceConfirmPage(v: DeviceConfirmView): string {
   const host = v.metadataHost
     ? html`<p>Its description is published at <span class="host">${v.metadataHost}</span>.</p>`
     : html``;
-  const services: Html =
-    v.services.length > 0
-      ? html`<ul class="services">${v.services.map(
-          (s) => html`<li><span class="name">${s}</span><span class="scope">mcp:${s}</span></li>`,
-        )}</ul>`
-      : html`<p>It asks for no services.</p>`;
+  const withheld =
+    v.withheld.length > 0
+      ? html`<p class="problem">It also asked for this, which a device is never given (it is left out). If you did
+not start this yourself, choose Deny.</p>
+${scopeList(v.withheld.join(' '), 'withheld')}`
+      : html``;
   return page(
     `Allow ${name} on your device?`,
     html`${brand}
@@ -56,8 +59,9 @@ export function deviceConfirmPage(v: DeviceConfirmView): string {
 <p>Check that your device shows this code:</p>
 <p class="code-shown">${v.userCode}</p>
 ${host}
-<p>${v.identity ? 'The device will learn your email address and use these services as you:' : 'The device will use these services as you:'}</p>
-${services}
+<p>The device will be allowed to:</p>
+${scopeList(v.scope)}
+${withheld}
 <form method="post" action="device">
 <input type="hidden" name="user_code" value="${v.userCode}">
 <input type="hidden" name="csrf_token" value="${v.csrfToken}">

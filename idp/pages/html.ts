@@ -60,6 +60,9 @@ input.code:focus-visible{outline:3px solid #8cc2f5;outline-offset:1px}
 .code-shown{font:600 1.5rem ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;letter-spacing:.12em;
 text-align:center;background:var(--bg);border:1px solid var(--line);border-radius:8px;padding:.5rem;margin:1rem 0}
 .done{color:#1a7f37}
+ul.services li.power{background:#fff5f5;box-shadow:inset 4px 0 0 #a40e26}
+ul.services li.power .name{color:#a40e26}
+ul.withheld .name{text-decoration:line-through}
 `.trim();
 
 /** A stylesheet's CSP source: the only way a page of ours may be styled. */

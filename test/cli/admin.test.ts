@@ -98,6 +98,7 @@ describe('platform admin user, sign-ins and consents', () => {
         client_id: clientId,
         client_name: 'Consent Probe',
         services: ['deals', 'mail'],
+        scopes: [],
         granted_at: expect.any(String),
       },
     ]);
@@ -248,7 +249,7 @@ describe('who may use it', () => {
       const r = await runPlatform(['admin', 'keys'], { XDG_CONFIG_HOME: creds.dir });
       expect(r.code).toBe(1);
       expect(r.stderr).toBe(
-        "platform: not allowed (insufficient_scope: the token lacks scope platform:admin); the stored login was not granted platform:admin: an administrator is a user whose email is in the IdP's PLATFORM_ADMIN_EMAILS, who then runs `platform login` again\n",
+        "platform: not allowed (insufficient_scope: the token lacks scope platform:admin); the stored login was not granted platform:admin: an administrator is a user whose email is in the IdP's PLATFORM_ADMIN_EMAILS, who then runs `platform login` again (in a browser: a `--device` login never carries it)\n",
       );
     } finally {
       await creds.cleanup();

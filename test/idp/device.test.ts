@@ -4,10 +4,16 @@ import { createHash } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import {
+  answerDevicePage,
+  type DeviceStart,
+  DEVICE_GRANT as GRANT,
+  pollDevice,
+  skipPollInterval,
+} from '../helpers/device.ts';
 import { answerConsent, postForm, refresh } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
-const GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/;
 const COOKIE = 'authjs.session-token';
 
@@ -27,15 +33,6 @@ afterAll(async () => {
   await db?.drop();
 });
 
-interface DeviceStart {
-  device_code: string;
-  user_code: string;
-  verification_uri: string;
-  verification_uri_complete: string;
-  expires_in: number;
-  interval: number;
-}
-
 async function start(form: Record<string, string> = {}): Promise<DeviceStart> {
   const r = await postForm(`${idp.issuer}/oauth/device_authorization`, {
     client_id: 'platform-cli',
@@ -47,16 +44,9 @@ async function start(form: Record<string, string> = {}): Promise<DeviceStart> {
   return r.json as unknown as DeviceStart;
 }
 
-const poll = (deviceCode: string, clientId = 'platform-cli') =>
-  postForm(`${idp.issuer}/oauth/token`, { grant_type: GRANT, device_code: deviceCode, client_id: clientId });
-
-/** Lets the next poll through without waiting out the interval (the clock, not the rule, is moved). */
+const poll = (deviceCode: string, clientId = 'platform-cli') => pollDevice(idp.issuer, deviceCode, clientId);
+const sinceLastPoll = (deviceCode: string) => skipPollInterval(db.pool, deviceCode);
 const hashOf = (code: string) => createHash('sha256').update(code).digest('base64url');
-const sinceLastPoll = (deviceCode: string) =>
-  db.pool.query(
-    `UPDATE platform.device_codes SET last_polled_at = now() - interval '1 hour' WHERE device_code_hash = $1`,
-    [hashOf(deviceCode)],
-  );
 
 async function page(url: string, sessionToken?: string) {
   const res = await fetch(url, {
@@ -67,15 +57,7 @@ async function page(url: string, sessionToken?: string) {
 }
 
 async function decide(d: DeviceStart, decision: 'approve' | 'deny', who = user) {
-  const p = await page(d.verification_uri_complete, who.sessionToken);
-  expect(p.status, p.body).toBe(200);
-  return answerConsent({
-    url: d.verification_uri_complete,
-    html: p.body,
-    sessionToken: who.sessionToken,
-    cookieName: COOKIE,
-    decision,
-  });
+  return answerDevicePage(idp.issuer, d, who.sessionToken, decision);
 }
 
 describe('POST /oauth/device_authorization', () => {

@@ -162,6 +162,7 @@ describe('openid-client against platform idp', () => {
       'mcp:calendar',
       'mcp:crm',
       'platform:admin',
+      'mail:send_as',
     ]);
   });
 });

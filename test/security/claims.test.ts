@@ -6,9 +6,6 @@
 //   forwarded, so the mail tool server's admin rule (PLATFORM_ADMIN_EMAILS) never applies: send-as refused. The
 //   same claims with `xms_edov` true (the domain owner verified the address) are the control.
 import { randomUUID } from 'node:crypto';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import {
@@ -23,6 +20,7 @@ import {
   startKeyServer,
 } from '../gateway/helpers.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { sendMailAs } from '../helpers/mail.ts';
 import { freePort, type RunningProcess, startPlatform } from '../helpers/processes.ts';
 import { toolJson } from '../tools/helpers.ts';
 
@@ -137,26 +135,13 @@ describe('claims with control characters or white space at an end', () => {
   });
 });
 
-async function sendAs(token: string, asUser: string): Promise<CallToolResult> {
-  const transport = new StreamableHTTPClientTransport(new URL(`${gateway.url}/mail/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${token}` } },
-  });
-  const client = new Client({ name: 'claims-test', version: '1.0.0' });
-  await client.connect(transport);
-  try {
-    return (await client.callTool({
-      name: 'send_mail',
-      arguments: { to: 'someone@example.com', subject: 'S', body: 'B', as_user_email: asUser },
-    })) as CallToolResult;
-  } finally {
-    await transport.terminateSession().catch(() => {});
-    await client.close();
-  }
-}
+const sendAs = (token: string, asUser: string) => sendMailAs(gateway.url, token, asUser);
 
 describe("an Entra token's email claim and the tool servers' admin rule", () => {
+  // Both carry the send-as power in their scope (docs/tools.md § mail): only the email decides here.
+  const SCP = { scp: 'mcp.access mail:send_as' };
   it('an unconfirmed email naming an admin does not make its holder an admin: send-as refused', async () => {
-    const t = await entraToken({ email: admin.email, preferred_username: attacker.email });
+    const t = await entraToken({ ...SCP, email: admin.email, preferred_username: attacker.email });
     const r = await sendAs(t, admin.email);
     expect(r.isError).toBe(true);
     expect(toolJson(r)).toMatchObject({ error: { code: 'send_as_forbidden' } });
@@ -167,7 +152,7 @@ describe("an Entra token's email claim and the tool servers' admin rule", () => 
       { xms_edov: true, preferred_username: attacker.email },
       { preferred_username: admin.email },
     ]) {
-      const t = await entraToken({ email: admin.email, ...confirmation });
+      const t = await entraToken({ ...SCP, email: admin.email, ...confirmation });
       const r = await sendAs(t, attacker.email);
       expect(r.isError, JSON.stringify(confirmation)).toBeFalsy();
     }

@@ -24,7 +24,9 @@ beforeAll(async () => {
   user = await seedUser(stack.db.pool);
   admin = await seedUser(stack.db.pool, { email: adminEmail });
   userToken = (await signIn(stack.idp.issuer, user.sessionToken, { scope: SCOPE })).access_token;
-  adminToken = (await signIn(stack.idp.issuer, admin.sessionToken, { scope: SCOPE })).access_token;
+  // Send-as needs the power in the token: mail:send_as (or platform:admin, through platform-cli).
+  adminToken = (await signIn(stack.idp.issuer, admin.sessionToken, { scope: `${SCOPE} mail:send_as` }))
+    .access_token;
 }, 60_000);
 
 afterAll(async () => {

@@ -124,6 +124,9 @@ async function outboxRows(requestedBy: string) {
   return rows;
 }
 
+/** An admin's token that carries the send-as power (docs/tools.md § mail). */
+const ADMIN_SCOPE = 'openid email mcp:mail mail:send_as';
+
 const EVENT = {
   title: 'Closing call',
   start: '2026-03-02T09:00:00+01:00',
@@ -136,7 +139,7 @@ describe('outbox delivery (no Graph settings)', () => {
   let asAdmin: McpConnection;
   beforeAll(async () => {
     asUser = await connectMcp(outboxServer.mcpUrl, identityFor(user));
-    asAdmin = await connectMcp(outboxServer.mcpUrl, identityFor(admin));
+    asAdmin = await connectMcp(outboxServer.mcpUrl, identityFor(admin, { scope: ADMIN_SCOPE }));
   });
   afterAll(async () => {
     await asUser?.close();
@@ -240,7 +243,7 @@ describe('Microsoft Graph delivery (app-only)', () => {
   let asAdmin: McpConnection;
   beforeAll(async () => {
     asUser = await connectMcp(graphServer.mcpUrl, identityFor(user));
-    asAdmin = await connectMcp(graphServer.mcpUrl, identityFor(admin));
+    asAdmin = await connectMcp(graphServer.mcpUrl, identityFor(admin, { scope: ADMIN_SCOPE }));
   });
   afterAll(async () => {
     await asUser?.close();

@@ -30,6 +30,7 @@ export interface Stack {
 }
 
 export interface StackOptions {
+  /** PLATFORM_ADMIN_EMAILS of the IdP and of the tool servers (idpEnv may replace the IdP's). */
   adminEmails?: string[];
   /** Tool-server replicas per service (the gateway spreads requests over them). */
   replicas?: number;
@@ -52,7 +53,12 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
     const idp = await startIdpProcess({
       databaseUrl: db.url,
       redisUrl: inject('redisUrl'),
-      env: { PUBLIC_BASE_URL: baseUrl, PLATFORM_SERVICES: SERVICES.join(','), ...opts.idpEnv },
+      env: {
+        PUBLIC_BASE_URL: baseUrl,
+        PLATFORM_SERVICES: SERVICES.join(','),
+        PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
+        ...opts.idpEnv,
+      },
     });
     started.push(idp);
     const tools = {} as Stack['tools'];

@@ -120,14 +120,43 @@ describe('send-as', () => {
       sendAs: false,
     });
   });
-  it('needs the caller in the admin list for another mailbox', () => {
+  it('needs the caller in the admin list for another mailbox, and the power in the token', () => {
+    const admins = ['user@example.com'];
     expect(() => resolveSender(caller, 'boss@example.com', ['admin@example.com'])).toThrow(
       SendAsForbiddenError,
     );
-    expect(resolveSender(caller, 'Boss@example.com', ['user@example.com'])).toEqual({
-      email: 'boss@example.com',
-      sendAs: true,
-    });
+    // An admin's token held by a client other than platform-cli, without mail:send_as: refused.
+    expect(() => resolveSender(caller, 'boss@example.com', admins)).toThrow(SendAsForbiddenError);
+    const allowed = [
+      { scope: 'openid mcp:mail mail:send_as' },
+      { scope: 'mcp:mail mail:send_as', issuer: 'entra' as const, clientId: 'connector' },
+      { scope: 'openid mcp:mail platform:admin', clientId: 'platform-cli' },
+    ];
+    for (const over of allowed) {
+      expect(resolveSender({ ...caller, ...over }, 'Boss@example.com', admins), JSON.stringify(over)).toEqual(
+        {
+          email: 'boss@example.com',
+          sendAs: true,
+        },
+      );
+    }
+    const refused = [
+      // platform-cli without platform:admin: a device-flow token (never carries either power).
+      { scope: 'openid mcp:mail', clientId: 'platform-cli' },
+      // platform:admin counts only for platform-cli tokens of the platform issuer.
+      { scope: 'mcp:mail platform:admin', clientId: 'connector' },
+      { scope: 'mcp:mail platform:admin', clientId: 'platform-cli', issuer: 'service' as const },
+    ];
+    for (const over of refused) {
+      expect(
+        () => resolveSender({ ...caller, ...over }, 'boss@example.com', admins),
+        JSON.stringify(over),
+      ).toThrow(SendAsForbiddenError);
+    }
+    // The scope without the admin list is nothing.
+    expect(() =>
+      resolveSender({ ...caller, scope: 'mcp:mail mail:send_as' }, 'boss@example.com', ['admin@example.com']),
+    ).toThrow(SendAsForbiddenError);
   });
 });
 
