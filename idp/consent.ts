@@ -2,10 +2,10 @@
 // that binds the page's form to the web session that was shown it.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { Exchange, IdpContext } from './context.ts';
-import type { WebSession } from './endpoints/authorize.ts';
 import { consentPage } from './pages/consent.ts';
 import { sendPage } from './pages/html.ts';
 import { isLoopbackRedirect } from './redirect-uris.ts';
+import type { WebSession } from './session/web-session.ts';
 import type { Client } from './store/clients.ts';
 
 /** The first-party command-line client is the only one that never asks. */

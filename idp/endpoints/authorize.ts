@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { parseCookies, parseParams, redirect } from '../../lib/http.ts';
+import { parseParams, redirect } from '../../lib/http.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
@@ -13,6 +13,7 @@ import {
 } from '../errors.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
+import { loginRedirect, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
@@ -22,12 +23,6 @@ const PKCE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/; // base64url(SHA-256) without padd
 
 export function hashCode(code: string): string {
   return createHash('sha256').update(code).digest('base64url');
-}
-
-/** The web session behind a request: the one cookie the configuration names, and its user. */
-export interface WebSession {
-  token: string;
-  user: SessionUser;
 }
 
 /**
@@ -169,24 +164,9 @@ export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, str
   return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt };
 }
 
-/** Only the one configured cookie is read (an https issuer reads only the __Secure- name). */
-export async function webSession(ctx: IdpContext, x: Exchange): Promise<WebSession | undefined> {
-  const token = parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie);
-  if (!token) return undefined;
-  const user = await ctx.sessions.findBySessionToken(token);
-  return user ? { token, user } : undefined;
-}
-
 /** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */
 export function entitledServices(ctx: IdpContext, user: SessionUser): Promise<ReadonlySet<string>> {
   return ctx.entitlements.services(user);
-}
-
-export function loginRedirect(ctx: IdpContext, url: URL): string {
-  const back = `${ctx.config.issuer}${url.pathname}${url.search}`;
-  const login = new URL(ctx.config.loginUrl);
-  login.searchParams.set('callbackUrl', back);
-  return login.toString();
 }
 
 function withParams(base: string, params: Record<string, string | undefined>): string {

@@ -3,13 +3,13 @@ import { csrfTokenValid, servicesOf } from '../consent.ts';
 import type { Endpoint } from '../context.ts';
 import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
 import { grantScope, mayHoldAdminScope } from '../scopes.ts';
+import { webSession } from '../session/web-session.ts';
 import {
   checkClientAndRedirect,
   checkParameters,
   entitledServices,
   issueCode,
   redirectingErrors,
-  webSession,
 } from './authorize.ts';
 
 /**

@@ -7,9 +7,10 @@ import { deviceConfirmPage, deviceDonePage, deviceEntryPage } from '../pages/dev
 import { sendPage } from '../pages/html.ts';
 import { RateLimitedError } from '../rate-limit.ts';
 import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
+import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { DeviceRequest } from '../store/device-codes.ts';
-import { entitledServices, loginRedirect, type WebSession, webSession } from './authorize.ts';
+import { entitledServices } from './authorize.ts';
 
 /** The form token is bound to the session and to this user code (never valid for a consent form). */
 const csrfSubject = (normalized: string) => `device\n${normalized}`;
