@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { parseParams, redirect } from '../../lib/http.ts';
+import { countedFetches } from '../cimd/index.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
@@ -11,9 +12,10 @@ import {
   OAuthError,
   UnsupportedResponseTypeError,
 } from '../errors.ts';
+import { RateLimitedError } from '../rate-limit.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
-import { loginRedirect, webSession } from '../session/web-session.ts';
+import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
@@ -29,7 +31,8 @@ export function hashCode(code: string): string {
  * GET /oauth/authorize. Steps, in order: trust client_id and redirect_uri (else a plain 400 page), then every
  * other parameter (errors go back to the client), then the web session (else the login page, or
  * login_required for prompt=none), then consent (else the consent page, or consent_required for
- * prompt=none), then the code.
+ * prompt=none), then the code. A metadata-document client the signed-in user has not approved (or any, with
+ * no session) gets none of its errors back: they are shown on a page here (docs/clients.md).
  */
 export const authorize: Endpoint = async (ctx, x) => {
   let params: Map<string, string>;
@@ -38,11 +41,12 @@ export const authorize: Endpoint = async (ctx, x) => {
   } catch (err) {
     throw new AuthorizePageError((err as Error).message);
   }
-  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const state = params.get('state');
-  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+  const session = await webSession(ctx, x);
+  const redirectable = await errorsMayRedirect(ctx, client, session);
+  await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
-    const session = await webSession(ctx, x);
     if (!session) {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
@@ -63,27 +67,55 @@ export const authorize: Endpoint = async (ctx, x) => {
 
 export type AuthorizationRequest = ReturnType<typeof checkParameters>;
 
-/** Runs `step`; an OAuth error it throws goes back to the (already trusted) redirect URI. */
+/** Where an authorization error goes: the (already trusted) redirect URI, unless `redirectable` is false. */
+export interface ErrorTarget {
+  redirectUri: string;
+  state: string | undefined;
+  redirectable: boolean;
+}
+
+/**
+ * True unless the client is a metadata-document client that the signed-in user has not approved (no stored
+ * consent), or there is no signed-in user: anyone can write such a document naming any redirect URI on its own
+ * host, so until a user has seen the consent page, sending the browser there would make this an open redirector.
+ */
+export async function errorsMayRedirect(
+  ctx: IdpContext,
+  client: Client,
+  session: WebSession | undefined,
+): Promise<boolean> {
+  if (!client.metadataDocumentUrl) return true;
+  if (!session) return false;
+  return (await ctx.consents.find({ email: session.user.email, clientId: client.clientId })) !== undefined;
+}
+
+/** Runs `step`; an OAuth error it throws goes back to the redirect URI, or onto a page (ErrorTarget). */
 export async function redirectingErrors(
   ctx: IdpContext,
   x: Exchange,
-  to: { redirectUri: string; state: string | undefined },
+  to: ErrorTarget,
   step: () => Promise<void>,
 ): Promise<void> {
   try {
     await step();
   } catch (err) {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
-    redirect(
-      x.res,
-      withParams(to.redirectUri, {
-        error: err.error,
-        error_description: err.message,
-        state: to.state,
-        iss: ctx.config.issuer,
-      }),
-    );
+    if (!to.redirectable) throw new AuthorizePageError(`${err.message} (${err.error})`);
+    redirectError(ctx, x, to, err);
   }
+}
+
+/** Sends the browser back to the client with `error`, `error_description`, `state` and `iss`. */
+export function redirectError(ctx: IdpContext, x: Exchange, to: ErrorTarget, err: OAuthError): void {
+  redirect(
+    x.res,
+    withParams(to.redirectUri, {
+      error: err.error,
+      error_description: err.message,
+      state: to.state,
+      iss: ctx.config.issuer,
+    }),
+  );
 }
 
 export async function issueCode(
@@ -115,14 +147,21 @@ export async function issueCode(
   redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
 }
 
-export async function checkClientAndRedirect(ctx: IdpContext, params: ReadonlyMap<string, string>) {
+export async function checkClientAndRedirect(
+  ctx: IdpContext,
+  x: Exchange,
+  params: ReadonlyMap<string, string>,
+) {
   const clientId = params.get('client_id');
   if (!clientId) throw new AuthorizePageError('client_id is missing');
-  const client = await ctx.clients.find(clientId).catch((err: unknown) => {
-    // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
-    if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
-    throw err;
-  });
+  const client = await ctx.clients
+    .find(clientId, countedFetches(ctx.rateLimiter, x.req))
+    .catch((err: unknown) => {
+      if (err instanceof RateLimitedError) throw new AuthorizePageError(err.message, 429, err.retryAfter);
+      // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
+      if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
+      throw err;
+    });
   if (!client) throw new AuthorizePageError('client_id is not a registered client');
   const redirectUri = params.get('redirect_uri');
   if (!redirectUri) throw new AuthorizePageError('redirect_uri is missing');

@@ -8,14 +8,18 @@ import {
   checkClientAndRedirect,
   checkParameters,
   entitledServices,
+  errorsMayRedirect,
   issueCode,
+  redirectError,
   redirectingErrors,
 } from './authorize.ts';
 
 /**
  * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
  * CSRF token and `decision` (approve | deny). Everything is checked again as on GET; the token must belong
- * to this session and this client, else nothing happens (a plain 403 page, no redirect, no code).
+ * to this session and this client, else nothing happens (a plain 403 page, no redirect, no code). A valid
+ * token means this session was shown the page: a deny then goes back to the client as access_denied, even
+ * for a metadata-document client never approved before (docs/clients.md).
  */
 export const consentDecision: Endpoint = async (ctx, x) => {
   const params = await readForm(x.req, 32 * 1024);
@@ -23,7 +27,7 @@ export const consentDecision: Endpoint = async (ctx, x) => {
   const decision = params.get('decision');
   params.delete('csrf_token');
   params.delete('decision');
-  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const session = await webSession(ctx, x);
   if (!session)
     throw new AuthorizePageError('your sign-in session has ended; start again from the application', 403);
@@ -37,7 +41,8 @@ export const consentDecision: Endpoint = async (ctx, x) => {
   if (decision !== 'approve' && decision !== 'deny')
     throw new AuthorizePageError('decision must be approve or deny');
   const state = params.get('state');
-  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+  const redirectable = await errorsMayRedirect(ctx, client, session);
+  await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
     if (decision === 'deny') {
       x.log.info({ clientId: client.clientId }, 'consent denied');
@@ -53,7 +58,13 @@ export const consentDecision: Endpoint = async (ctx, x) => {
         },
         x.log,
       );
-      throw new AccessDeniedError('the user denied the request');
+      // The user saw the page and answered it: the answer goes back to the client (RFC 6749 §4.1.2.1).
+      return redirectError(
+        ctx,
+        x,
+        { redirectUri, state, redirectable: true },
+        new AccessDeniedError('the user denied the request'),
+      );
     }
     const scope = grantScope({
       requested: request.scope,
@@ -67,6 +78,7 @@ export const consentDecision: Endpoint = async (ctx, x) => {
       clientName: client.name,
       services: servicesOf(scope),
     });
+    await ctx.clients.recordApproved(client);
     x.log.info({ clientId: client.clientId, scope }, 'consent given');
     await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
   });

@@ -1,4 +1,5 @@
 import { readForm, redirect } from '../../lib/http.ts';
+import { countedFetches } from '../cimd/index.ts';
 import { CONSENT_EXEMPT_CLIENTS, csrfToken, csrfTokenValid, servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { formatUserCode, hashDeviceSecret, normalizeUserCode } from '../device-codes.ts';
@@ -20,7 +21,7 @@ type Found =
   | { ok: false; problem: string };
 
 /** The pending request a typed code names, with its client and the scope the user would grant. */
-async function findRequest(ctx: IdpContext, session: WebSession, typed: string): Promise<Found> {
+async function findRequest(ctx: IdpContext, x: Exchange, session: WebSession, typed: string): Promise<Found> {
   const normalized = normalizeUserCode(typed);
   if (!normalized)
     return { ok: false, problem: 'That is not a valid code: it has 8 letters, like BCDF-GHJK.' };
@@ -31,7 +32,7 @@ async function findRequest(ctx: IdpContext, session: WebSession, typed: string):
     return { ok: false, problem: 'That code has already been used. Start again on your device.' };
   let client: Client | undefined;
   try {
-    client = await ctx.clients.find(request.clientId);
+    client = await ctx.clients.find(request.clientId, countedFetches(ctx.rateLimiter, x.req));
   } catch (err) {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
     return { ok: false, problem: `The device's application cannot be verified: ${err.message}` };
@@ -72,7 +73,7 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
       }),
     );
   }
-  const found = await findRequest(ctx, session, typed.slice(0, 64));
+  const found = await findRequest(ctx, x, session, typed.slice(0, 64));
   if (!found.ok) {
     return sendPage(
       x.res,
@@ -117,7 +118,7 @@ export const deviceDecision: Endpoint = async (ctx, x) => {
   const decision = form.get('decision');
   if (decision !== 'approve' && decision !== 'deny')
     throw new AuthorizePageError('decision must be approve or deny');
-  const found = await findRequest(ctx, session, typed);
+  const found = await findRequest(ctx, x, session, typed);
   if (!found.ok) {
     return sendPage(x.res, 400, deviceEntryPage({ email: session.user.email, problem: found.problem }));
   }
@@ -173,6 +174,7 @@ async function decide(
       clientName: found.client.name,
       services: servicesOf(found.scope),
     });
+    await ctx.clients.recordApproved(found.client);
   }
   x.log.info(
     { clientId: found.client.clientId, sub: user.sub, decision: o.approve ? 'approve' : 'deny' },
