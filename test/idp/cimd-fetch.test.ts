@@ -158,6 +158,28 @@ describe('an operator-named host (the exemption), and what is refused even then'
     await c.close();
   });
 
+  it('asks the gate before each network fetch only (not for a cached document); a refusing gate stops it', async () => {
+    route = (_req, res, base) => json(res, doc(`${base}/gated.json`), { 'cache-control': 'max-age=60' });
+    const c = exempt();
+    const url = `https://cimd.test:${v4.port}/gated.json`;
+    const asked: string[] = [];
+    const seen = v4.requests();
+    await expect(
+      c.get(url, async (u) => {
+        asked.push(u.host);
+        throw new Error('over the limit');
+      }),
+    ).rejects.toThrow('over the limit');
+    expect(v4.requests()).toBe(seen);
+    expect(c.cached(url)).toBeUndefined();
+    const counting: FetchGate = async (u) => void asked.push(u.host);
+    await c.get(url, counting);
+    await c.get(url, counting);
+    expect(asked).toEqual([`cimd.test:${v4.port}`, `cimd.test:${v4.port}`]);
+    expect(c.cached(url)).toMatchObject({ clientId: url });
+    await c.close();
+  });
+
   it('does not follow a redirect: the target is never reached', async () => {
     route = (_req, res) => {
       res.writeHead(302, { location: `https://localhost:${elsewhere.port}/client.json` });
