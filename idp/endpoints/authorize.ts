@@ -15,6 +15,7 @@ import {
 import { RateLimitedError } from '../rate-limit.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
+import { freshness, SIGN_IN_MARKER, signInMarker, takeSignInMarker } from '../session/freshness.ts';
 import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
@@ -43,13 +44,28 @@ export const authorize: Endpoint = async (ctx, x) => {
   }
   const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const state = params.get('state');
-  const session = await webSession(ctx, x);
+  const now = Math.floor(Date.now() / 1000);
+  const signInStarted = takeSignInMarker(ctx, params, client.clientId, now);
+  const session = await webSession(ctx, x, { returningFromSignIn: signInStarted !== undefined });
   const redirectable = await errorsMayRedirect(ctx, client, session);
   await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
+    const signIn = () =>
+      redirect(
+        x.res,
+        loginRedirect(ctx, x.url, { [SIGN_IN_MARKER]: signInMarker(ctx, client.clientId, now) }),
+      );
     if (!session) {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
-      return redirect(x.res, loginRedirect(ctx, x.url));
+      return signIn();
+    }
+    const fresh = freshness(request, session.signIn, signInStarted, now);
+    if (fresh === 'not-signed-in-again')
+      throw new LoginRequiredError('the sign-in page came back without signing the user in again');
+    if (fresh === 'sign-in') {
+      if (request.prompt.has('none'))
+        throw new LoginRequiredError('the sign-in is older than max_age, or of unknown age');
+      return signIn();
     }
     const scope = grantScope({
       requested: request.scope,
@@ -61,7 +77,7 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (request.prompt.has('none')) throw new ConsentRequiredError('the user has not approved this client');
       return renderConsent(ctx, x, { client, redirectUri, session, scope, params });
     }
-    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+    await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
 };
 
@@ -125,25 +141,27 @@ export async function issueCode(
     client: Client;
     redirectUri: string;
     state: string | undefined;
-    user: SessionUser;
+    session: WebSession;
     scope: string;
     request: AuthorizationRequest;
   },
 ): Promise<void> {
   const code = randomBytes(32).toString('base64url');
+  const user = o.session.user;
   await ctx.codes.create(hashCode(code), {
     clientId: o.client.clientId,
-    userId: o.user.userId,
-    subject: o.user.sub,
-    email: o.user.email,
+    userId: user.userId,
+    subject: user.sub,
+    email: user.email,
+    emailVerified: user.emailVerified,
     codeChallenge: o.request.codeChallenge,
     redirectUri: o.redirectUri,
     scope: o.scope,
     nonce: o.request.nonce,
     familyId: randomUUID(),
-    authTime: Math.floor(Date.now() / 1000),
+    authTime: o.session.signIn.authTime,
   });
-  x.log.info({ clientId: o.client.clientId, sub: o.user.sub }, 'authorization code issued');
+  x.log.info({ clientId: o.client.clientId, sub: user.sub }, 'authorization code issued');
   redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
 }
 
@@ -200,7 +218,11 @@ export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, str
     if (!PROMPTS.has(p)) throw new InvalidRequestError(`prompt "${p}" is not supported`);
   if (prompt.has('none') && prompt.size > 1)
     throw new InvalidRequestError('prompt=none cannot be combined with another prompt');
-  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt };
+  const maxAgeText = params.get('max_age');
+  if (maxAgeText !== undefined && !/^\d{1,10}$/.test(maxAgeText))
+    throw new InvalidRequestError('max_age must be a number of seconds');
+  const maxAge = maxAgeText === undefined ? undefined : Number(maxAgeText);
+  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge };
 }
 
 /** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */

@@ -80,6 +80,6 @@ export const consentDecision: Endpoint = async (ctx, x) => {
     });
     await ctx.clients.recordApproved(client);
     x.log.info({ clientId: client.clientId, scope }, 'consent given');
-    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+    await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
 };

@@ -50,6 +50,7 @@ export async function deviceCodeGrant(
     clientId,
     scope: a.grantedScope,
     authTime: a.authTime,
+    emailVerified: a.emailVerified,
   };
   const iat = Math.floor(Date.now() / 1000);
   const jti = newJti();

@@ -141,7 +141,8 @@ async function decide(
           subject: user.sub,
           email: user.email,
           grantedScope: found.scope,
-          authTime: Math.floor(Date.now() / 1000),
+          authTime: session.signIn.authTime,
+          emailVerified: user.emailVerified,
         },
       })
     : await ctx.deviceCodes.decide(hash, { approve: false });
