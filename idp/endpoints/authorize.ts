@@ -16,7 +16,7 @@ import { RateLimitedError } from '../rate-limit.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { grantScope, mayHoldAdminScope, parseScope } from '../scopes.ts';
 import { freshness, SIGN_IN_MARKER, signInMarker, takeSignInMarker } from '../session/freshness.ts';
-import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
+import { loginRedirect, sessionCookie, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
@@ -45,21 +45,21 @@ export const authorize: Endpoint = async (ctx, x) => {
   const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const state = params.get('state');
   const now = Math.floor(Date.now() / 1000);
-  const signInStarted = takeSignInMarker(ctx, params, client.clientId, now);
-  const session = await webSession(ctx, x, { returningFromSignIn: signInStarted !== undefined });
+  const sessionToken = sessionCookie(ctx, x);
+  const back = takeSignInMarker(ctx, params, { clientId: client.clientId, sessionToken, now });
+  const session = await webSession(ctx, x, { returningFromSignIn: back !== undefined && !back.sameSession });
   const redirectable = await errorsMayRedirect(ctx, client, session);
   await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
-    const signIn = () =>
-      redirect(
-        x.res,
-        loginRedirect(ctx, x.url, { [SIGN_IN_MARKER]: signInMarker(ctx, client.clientId, now) }),
-      );
+    const signIn = () => {
+      const marker = signInMarker(ctx, { clientId: client.clientId, at: now, sessionToken });
+      redirect(x.res, loginRedirect(ctx, x.url, { [SIGN_IN_MARKER]: marker }));
+    };
     if (!session) {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
       return signIn();
     }
-    const fresh = freshness(request, session.signIn, signInStarted, now);
+    const fresh = freshness(request, session.signIn, back, now);
     if (fresh === 'not-signed-in-again')
       throw new LoginRequiredError('the sign-in page came back without signing the user in again');
     if (fresh === 'sign-in') {

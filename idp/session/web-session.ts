@@ -12,8 +12,13 @@ export interface WebSession {
   signIn: SignIn;
 }
 
+/** The session cookie's value: only the one configured name is read (an https issuer reads only __Secure-). */
+export function sessionCookie(ctx: IdpContext, x: Exchange): string | undefined {
+  return parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie) || undefined;
+}
+
 /**
- * Only the one configured cookie is read (an https issuer reads only the __Secure- name). `returningFromSignIn`:
+ * The session and its user; only the one configured cookie is read (an https issuer reads only the __Secure- name). `returningFromSignIn`:
  * the request came back from the sign-in page this provider sent it to (a session first seen now signed in now).
  */
 export async function webSession(
@@ -21,7 +26,7 @@ export async function webSession(
   x: Exchange,
   o: { returningFromSignIn?: boolean } = {},
 ): Promise<WebSession | undefined> {
-  const token = parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie);
+  const token = sessionCookie(ctx, x);
   if (!token) return undefined;
   const found = await ctx.sessions.findBySessionToken(token, o);
   return found ? { token, ...found } : undefined;
