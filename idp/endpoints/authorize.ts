@@ -31,9 +31,10 @@ export function hashCode(code: string): string {
 /**
  * GET /oauth/authorize. Steps, in order: trust client_id and redirect_uri (else a plain 400 page), then every
  * other parameter (errors go back to the client), then the web session (else the login page, or
- * login_required for prompt=none), then consent (else the consent page, or consent_required for
- * prompt=none), then the code. A metadata-document client the signed-in user has not approved (or any, with
- * no session) gets none of its errors back: they are shown on a page here (docs/clients.md).
+ * login_required for prompt=none), then how fresh its sign-in is (prompt=login, max_age: the login page again,
+ * session/freshness.ts), then consent (else the consent page, or consent_required for prompt=none), then the
+ * code. A metadata-document client the signed-in user has not approved (or any, with no session) gets none of
+ * its errors back: they are shown on a page here (docs/clients.md).
  */
 export const authorize: Endpoint = async (ctx, x) => {
   let params: Map<string, string>;
