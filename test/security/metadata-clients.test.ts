@@ -19,6 +19,7 @@ import {
   pkcePair,
   postForm,
   refresh,
+  signIn,
 } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 import { createTestCa, type TestCa } from '../helpers/tls.ts';
@@ -38,10 +39,11 @@ const randomIp = () => `198.${randomInt(0, 256)}.${randomInt(0, 256)}.${randomIn
 beforeAll(async () => {
   [db, ca] = await Promise.all([createTestDatabase(), createTestCa()]);
   docs = await startDocumentServer(ca);
+  [alice, bob] = await Promise.all([seedUser(db.pool), seedUser(db.pool)]);
   const redisUrl = inject('redisUrl');
   const cimd = { PLATFORM_CIMD_ALLOWED_HOSTS: `localhost:${docs.port}`, PLATFORM_CIMD_CA_FILE: ca.caFile };
   [named, limited, open] = await Promise.all([
-    startIdpProcess({ databaseUrl: db.url, redisUrl, env: cimd }),
+    startIdpProcess({ databaseUrl: db.url, redisUrl, env: { ...cimd, PLATFORM_ADMIN_EMAILS: alice.email } }),
     startIdpProcess({
       databaseUrl: db.url,
       redisUrl,
@@ -53,7 +55,6 @@ beforeAll(async () => {
     }),
     startIdpProcess({ databaseUrl: db.url, redisUrl }),
   ]);
-  [alice, bob] = await Promise.all([seedUser(db.pool), seedUser(db.pool)]);
 }, 60_000);
 
 afterAll(async () => {
@@ -159,10 +160,24 @@ describe('no redirect to a metadata-document client nobody approved', () => {
     const next = await refresh(named.issuer, tokens.json.refresh_token as string, docs.clientId('approved'));
     expect(next.status, next.text).toBe(200);
 
-    const list = await db.pool.query(`SELECT type, name FROM platform.oauth_clients WHERE client_id = $1`, [
+    const row = await db.pool.query(`SELECT type, name FROM platform.oauth_clients WHERE client_id = $1`, [
       docs.clientId('approved'),
     ]);
-    expect(list.rows).toEqual([{ type: 'metadata', name: 'Document Client' }]);
+    expect(row.rows).toEqual([{ type: 'metadata', name: 'Document Client' }]);
+    // Administration lists it (kind metadata, one consent); documents only fetched are not listed.
+    const admin = await signIn(named.issuer, alice.sessionToken, { scope: 'openid platform:admin' });
+    const res = await fetch(`${named.issuer}/admin/api/clients`, {
+      headers: { authorization: `Bearer ${admin.access_token}` },
+    });
+    const { items } = (await res.json()) as { items: Array<Record<string, unknown>> };
+    expect(items.find((i) => i.client_id === docs.clientId('approved'))).toMatchObject({
+      kind: 'metadata',
+      client_name: 'Document Client',
+      consents: 1,
+    });
+    expect(items.filter((i) => i.kind === 'metadata').map((i) => i.client_id)).toEqual([
+      docs.clientId('approved'),
+    ]);
   });
 
   it('a forged consent form (no valid CSRF token) still gets a page, never a redirect', async () => {
