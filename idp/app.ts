@@ -74,6 +74,7 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
   const headers: Record<string, string> = { 'cache-control': 'no-store' };
   if (err instanceof AuthorizePageError) {
     log.warn({ reason: err.message }, 'authorization request refused');
+    if (err.retryAfter !== undefined) res.setHeader('retry-after', String(err.retryAfter));
     return sendPage(res, err.status, refusedPage(err.message));
   }
   if (err instanceof HttpInputError) {

@@ -61,7 +61,8 @@ export interface IdpConfig {
   };
 }
 
-export type RateLimitedEndpoint = 'register' | 'token' | 'revoke' | 'device';
+/** `cimd` and `cimd_host` count Client ID Metadata Document fetches, per client address and per document host. */
+export type RateLimitedEndpoint = 'register' | 'token' | 'revoke' | 'device' | 'cimd' | 'cimd_host';
 export type RateLimits = Readonly<Record<RateLimitedEndpoint, { points: number; seconds: number }>>;
 
 /**
@@ -73,6 +74,8 @@ export const DEFAULT_RATE_LIMITS: RateLimits = Object.freeze({
   token: { points: 600, seconds: 60 },
   revoke: { points: 300, seconds: 60 },
   device: { points: 60, seconds: 60 },
+  cimd: { points: 30, seconds: 60 },
+  cimd_host: { points: 60, seconds: 60 },
 });
 
 export function parseRateLimits(value: string | undefined): RateLimits {
@@ -81,7 +84,7 @@ export function parseRateLimits(value: string | undefined): RateLimits {
   const seen = new Set<string>();
   for (const part of value.split(',').map((p) => p.trim())) {
     if (part === '') continue;
-    const m = /^([a-z]+)=(\d{1,9})\/(\d{1,7})$/.exec(part);
+    const m = /^([a-z_]+)=(\d{1,9})\/(\d{1,7})$/.exec(part);
     if (!m) throw new ConfigError('PLATFORM_RATE_LIMITS', `"${part}" is not <endpoint>=<count>/<seconds>`);
     const [, name, count, seconds] = m as unknown as [string, string, string, string];
     if (!(name in DEFAULT_RATE_LIMITS))

@@ -3,11 +3,11 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { FIRST_PARTY_CLIENT } from '../lib/admin-powers.ts';
 import type { Exchange, IdpContext } from './context.ts';
-import type { WebSession } from './endpoints/authorize.ts';
 import { consentPage } from './pages/consent.ts';
 import { sendPage } from './pages/html.ts';
 import { isLoopbackRedirect } from './redirect-uris.ts';
 import { powersOf } from './scopes.ts';
+import type { WebSession } from './session/web-session.ts';
 import type { Client } from './store/clients.ts';
 
 /** The first-party command-line client is the only one that never asks. */

@@ -117,9 +117,12 @@ export class MethodNotAllowedError extends OAuthError {
  */
 export class AuthorizePageError extends Error {
   readonly status: number;
-  constructor(message: string, status = 400) {
+  /** Seconds, sent as Retry-After (a 429 page). */
+  readonly retryAfter: number | undefined;
+  constructor(message: string, status = 400, retryAfter?: number) {
     super(message);
     this.name = 'AuthorizePageError';
     this.status = status;
+    this.retryAfter = retryAfter;
   }
 }

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { Counter } from 'prom-client';
 import { createProcessMetrics, type ProcessMetrics } from '../lib/metrics.ts';
+import type { RateLimitedEndpoint } from './config.ts';
 import { RateLimitedError, type RateLimiter } from './rate-limit.ts';
 
 /** The IdP's series beside the request metrics every process has. */
@@ -61,14 +62,12 @@ export function grantTypeLabel(value: string | undefined): string {
 
 /** The rate limiter, with every refusal counted by endpoint. */
 export function countingRefusals(limiter: RateLimiter, metrics: IdpMetrics): RateLimiter {
+  const count = (endpoint: RateLimitedEndpoint) => (err: unknown) => {
+    if (err instanceof RateLimitedError) metrics.rateLimited.inc({ endpoint });
+    throw err;
+  };
   return {
-    async consume(endpoint, req) {
-      try {
-        await limiter.consume(endpoint, req);
-      } catch (err) {
-        if (err instanceof RateLimitedError) metrics.rateLimited.inc({ endpoint });
-        throw err;
-      }
-    },
+    consume: (endpoint, req) => limiter.consume(endpoint, req).catch(count(endpoint)),
+    consumeKey: (endpoint, key) => limiter.consumeKey(endpoint, key).catch(count(endpoint)),
   };
 }

@@ -12,11 +12,20 @@ import { OAuthError } from './errors.ts';
 
 export const RATE_LIMIT_PREFIX = 'platform:ratelimit';
 
+const REFUSALS: Partial<Record<RateLimitedEndpoint, string>> = {
+  cimd: 'too many client metadata documents were fetched for this address; retry later',
+  cimd_host: 'too many client metadata documents were fetched from this host; retry later',
+};
+
 /** 429 with Retry-After (whole seconds, at least 1). */
 export class RateLimitedError extends OAuthError {
   readonly retryAfter: number;
   constructor(endpoint: RateLimitedEndpoint, retryAfter: number) {
-    super('temporarily_unavailable', `too many ${endpoint} requests from this address; retry later`, 429);
+    super(
+      'temporarily_unavailable',
+      REFUSALS[endpoint] ?? `too many ${endpoint} requests from this address; retry later`,
+      429,
+    );
     this.retryAfter = retryAfter;
   }
 }
@@ -24,6 +33,8 @@ export class RateLimitedError extends OAuthError {
 export interface RateLimiter {
   /** Counts one request of `endpoint` from the request's client address; throws RateLimitedError beyond it. */
   consume(endpoint: RateLimitedEndpoint, req: IncomingMessage): Promise<void>;
+  /** Counts one request of `endpoint` against another key than the address (a metadata document's host). */
+  consumeKey(endpoint: RateLimitedEndpoint, key: string): Promise<void>;
 }
 
 export interface RateLimiterOptions {
@@ -60,17 +71,19 @@ export function createRateLimiter(o: RateLimiterOptions): RateLimiter {
         : memory,
     );
   }
+  async function consumeKey(endpoint: RateLimitedEndpoint, key: string): Promise<void> {
+    const limiter = limiters.get(endpoint)!;
+    try {
+      await limiter.consume(key, 1);
+    } catch (err) {
+      if (!(err instanceof RateLimiterRes)) throw err;
+      o.onRefused?.(endpoint);
+      throw new RateLimitedError(endpoint, Math.max(1, Math.ceil(err.msBeforeNext / 1000)));
+    }
+  }
   return {
-    async consume(endpoint, req) {
-      const limiter = limiters.get(endpoint)!;
-      try {
-        await limiter.consume(clientAddress(req, trusted), 1);
-      } catch (err) {
-        if (!(err instanceof RateLimiterRes)) throw err;
-        o.onRefused?.(endpoint);
-        throw new RateLimitedError(endpoint, Math.max(1, Math.ceil(err.msBeforeNext / 1000)));
-      }
-    },
+    consume: (endpoint, req) => consumeKey(endpoint, clientAddress(req, trusted)),
+    consumeKey,
   };
 }
 

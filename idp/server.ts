@@ -17,7 +17,7 @@ import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
-import { createClientStore, recordMetadataClient } from './store/clients.ts';
+import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
 import { createDeviceCodeStore } from './store/device-codes.ts';
@@ -96,12 +96,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   const metadataClients = createMetadataClients({
     allowedHosts: config.cimd.allowedHosts,
     ca: config.cimd.ca,
-    onFetched: async (c) => {
-      log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched');
-      await recordMetadataClient(pool, c).catch((err: Error) =>
-        log.warn({ err: { message: err.message }, clientId: c.clientId }, 'metadata client not recorded'),
-      );
-    },
+    onFetched: (c) => log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched'),
+    onHostRefused: (host, detail) => log.warn({ host, detail }, 'client metadata document host refused'),
   });
   const publisher = revocations;
   try {

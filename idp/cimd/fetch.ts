@@ -17,7 +17,15 @@ export interface FetchPolicy {
   resolve?: Resolver;
   timeoutMs?: number;
   maxBytes?: number;
+  /**
+   * Told why a host was refused (what it resolved to): for the log only. The error the client sees says just
+   * that the host is not allowed, so it cannot be used to learn how names resolve inside the network.
+   */
+  onHostRefused?: (host: string, detail: string) => void;
 }
+
+/** The one answer for a host that does not resolve, or resolves to an address the rule refuses. */
+export const HOST_NOT_ALLOWED = "the metadata document's host is not allowed";
 
 export const DEFAULT_TIMEOUT_MS = 3000;
 export const DEFAULT_MAX_BYTES = 5 * 1024;
@@ -135,6 +143,11 @@ export function createMetadataFetcher(policy: FetchPolicy) {
         }
       } catch (err) {
         if (err instanceof InvalidClientError) throw err;
+        const refused = refusedAddress(err);
+        if (refused && !signal.aborted) {
+          policy.onHostRefused?.(url.host, refused.message);
+          throw new InvalidClientError(HOST_NOT_ALLOWED);
+        }
         throw new InvalidClientError(
           `client metadata document could not be fetched: ${describe(err, signal)}`,
         );
@@ -153,10 +166,15 @@ class RefusedAddressError extends Error {
   }
 }
 
+function refusedAddress(err: unknown): RefusedAddressError | undefined {
+  if (err instanceof RefusedAddressError) return err;
+  const cause = (err as { cause?: unknown } | undefined)?.cause;
+  return cause instanceof RefusedAddressError ? cause : undefined;
+}
+
+/** A public address that did not answer as expected: its code (ECONNREFUSED…), never an address. */
 function describe(err: unknown, signal: AbortSignal): string {
   if (signal.aborted) return 'timed out';
-  if (err instanceof RefusedAddressError) return err.message;
-  const e = err as { code?: string; message?: string; cause?: { message?: string } };
-  if (e?.cause instanceof RefusedAddressError) return e.cause.message;
+  const e = err as { code?: string; message?: string };
   return e?.code ?? e?.message ?? 'error';
 }

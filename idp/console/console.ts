@@ -7,8 +7,8 @@ import type { AdminIdentity } from '../admin/auth.ts';
 import { type AdminResult, type CompiledPath, compilePath, matchRoute, runAdmin } from '../admin/router.ts';
 import { csrfToken, csrfTokenValid } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
-import { loginRedirect, type WebSession, webSession } from '../endpoints/authorize.ts';
 import { OAuthError } from '../errors.ts';
+import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
 import { type Flash, problemPage, sendConsolePage } from './layout.ts';
 
 /** The client id the admin audit records for actions taken in the console (there is no token). */

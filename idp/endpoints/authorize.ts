@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
-import { parseCookies, parseParams, redirect } from '../../lib/http.ts';
+import { parseParams, redirect } from '../../lib/http.ts';
+import { countedFetches } from '../cimd/index.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
@@ -11,8 +12,11 @@ import {
   OAuthError,
   UnsupportedResponseTypeError,
 } from '../errors.ts';
+import { RateLimitedError } from '../rate-limit.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { adminPowers, grantScope, parseScope } from '../scopes.ts';
+import { freshness, SIGN_IN_MARKER, signInMarker, takeSignInMarker } from '../session/freshness.ts';
+import { loginRedirect, sessionCookie, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { validateResource } from './resource.ts';
@@ -24,17 +28,13 @@ export function hashCode(code: string): string {
   return createHash('sha256').update(code).digest('base64url');
 }
 
-/** The web session behind a request: the one cookie the configuration names, and its user. */
-export interface WebSession {
-  token: string;
-  user: SessionUser;
-}
-
 /**
  * GET /oauth/authorize. Steps, in order: trust client_id and redirect_uri (else a plain 400 page), then every
  * other parameter (errors go back to the client), then the web session (else the login page, or
- * login_required for prompt=none), then consent (else the consent page, or consent_required for
- * prompt=none), then the code.
+ * login_required for prompt=none), then how fresh its sign-in is (prompt=login, max_age: the login page again,
+ * session/freshness.ts), then consent (else the consent page, or consent_required for prompt=none), then the
+ * code. A metadata-document client the signed-in user has not approved (or any, with no session) gets none of
+ * its errors back: they are shown on a page here (docs/clients.md).
  */
 export const authorize: Endpoint = async (ctx, x) => {
   let params: Map<string, string>;
@@ -43,14 +43,30 @@ export const authorize: Endpoint = async (ctx, x) => {
   } catch (err) {
     throw new AuthorizePageError((err as Error).message);
   }
-  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const state = params.get('state');
-  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+  const now = Math.floor(Date.now() / 1000);
+  const sessionToken = sessionCookie(ctx, x);
+  const back = takeSignInMarker(ctx, params, { clientId: client.clientId, sessionToken, now });
+  const session = await webSession(ctx, x, { returningFromSignIn: back !== undefined && !back.sameSession });
+  const redirectable = await errorsMayRedirect(ctx, client, session);
+  await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
-    const session = await webSession(ctx, x);
+    const signIn = () => {
+      const marker = signInMarker(ctx, { clientId: client.clientId, at: now, sessionToken });
+      redirect(x.res, loginRedirect(ctx, x.url, { [SIGN_IN_MARKER]: marker }));
+    };
     if (!session) {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
-      return redirect(x.res, loginRedirect(ctx, x.url));
+      return signIn();
+    }
+    const fresh = freshness(request, session.signIn, back, now);
+    if (fresh === 'not-signed-in-again')
+      throw new LoginRequiredError('the sign-in page came back without signing the user in again');
+    if (fresh === 'sign-in') {
+      if (request.prompt.has('none'))
+        throw new LoginRequiredError('the sign-in is older than max_age, or of unknown age');
+      return signIn();
     }
     const scope = grantScope({
       requested: request.scope,
@@ -62,33 +78,61 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (request.prompt.has('none')) throw new ConsentRequiredError('the user has not approved this client');
       return renderConsent(ctx, x, { client, redirectUri, session, scope, params });
     }
-    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+    await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
 };
 
 export type AuthorizationRequest = ReturnType<typeof checkParameters>;
 
-/** Runs `step`; an OAuth error it throws goes back to the (already trusted) redirect URI. */
+/** Where an authorization error goes: the (already trusted) redirect URI, unless `redirectable` is false. */
+export interface ErrorTarget {
+  redirectUri: string;
+  state: string | undefined;
+  redirectable: boolean;
+}
+
+/**
+ * True unless the client is a metadata-document client that the signed-in user has not approved (no stored
+ * consent), or there is no signed-in user: anyone can write such a document naming any redirect URI on its own
+ * host, so until a user has seen the consent page, sending the browser there would make this an open redirector.
+ */
+export async function errorsMayRedirect(
+  ctx: IdpContext,
+  client: Client,
+  session: WebSession | undefined,
+): Promise<boolean> {
+  if (!client.metadataDocumentUrl) return true;
+  if (!session) return false;
+  return (await ctx.consents.find({ email: session.user.email, clientId: client.clientId })) !== undefined;
+}
+
+/** Runs `step`; an OAuth error it throws goes back to the redirect URI, or onto a page (ErrorTarget). */
 export async function redirectingErrors(
   ctx: IdpContext,
   x: Exchange,
-  to: { redirectUri: string; state: string | undefined },
+  to: ErrorTarget,
   step: () => Promise<void>,
 ): Promise<void> {
   try {
     await step();
   } catch (err) {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
-    redirect(
-      x.res,
-      withParams(to.redirectUri, {
-        error: err.error,
-        error_description: err.message,
-        state: to.state,
-        iss: ctx.config.issuer,
-      }),
-    );
+    if (!to.redirectable) throw new AuthorizePageError(`${err.message} (${err.error})`);
+    redirectError(ctx, x, to, err);
   }
+}
+
+/** Sends the browser back to the client with `error`, `error_description`, `state` and `iss`. */
+export function redirectError(ctx: IdpContext, x: Exchange, to: ErrorTarget, err: OAuthError): void {
+  redirect(
+    x.res,
+    withParams(to.redirectUri, {
+      error: err.error,
+      error_description: err.message,
+      state: to.state,
+      iss: ctx.config.issuer,
+    }),
+  );
 }
 
 export async function issueCode(
@@ -98,36 +142,45 @@ export async function issueCode(
     client: Client;
     redirectUri: string;
     state: string | undefined;
-    user: SessionUser;
+    session: WebSession;
     scope: string;
     request: AuthorizationRequest;
   },
 ): Promise<void> {
   const code = randomBytes(32).toString('base64url');
+  const user = o.session.user;
   await ctx.codes.create(hashCode(code), {
     clientId: o.client.clientId,
-    userId: o.user.userId,
-    subject: o.user.sub,
-    email: o.user.email,
+    userId: user.userId,
+    subject: user.sub,
+    email: user.email,
+    emailVerified: user.emailVerified,
     codeChallenge: o.request.codeChallenge,
     redirectUri: o.redirectUri,
     scope: o.scope,
     nonce: o.request.nonce,
     familyId: randomUUID(),
-    authTime: Math.floor(Date.now() / 1000),
+    authTime: o.session.signIn.authTime,
   });
-  x.log.info({ clientId: o.client.clientId, sub: o.user.sub }, 'authorization code issued');
+  x.log.info({ clientId: o.client.clientId, sub: user.sub }, 'authorization code issued');
   redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
 }
 
-export async function checkClientAndRedirect(ctx: IdpContext, params: ReadonlyMap<string, string>) {
+export async function checkClientAndRedirect(
+  ctx: IdpContext,
+  x: Exchange,
+  params: ReadonlyMap<string, string>,
+) {
   const clientId = params.get('client_id');
   if (!clientId) throw new AuthorizePageError('client_id is missing');
-  const client = await ctx.clients.find(clientId).catch((err: unknown) => {
-    // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
-    if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
-    throw err;
-  });
+  const client = await ctx.clients
+    .find(clientId, countedFetches(ctx.rateLimiter, x.req))
+    .catch((err: unknown) => {
+      if (err instanceof RateLimitedError) throw new AuthorizePageError(err.message, 429, err.retryAfter);
+      // A metadata document that cannot be fetched or fails validation: the client cannot be trusted.
+      if (err instanceof InvalidClientError) throw new AuthorizePageError(err.message);
+      throw err;
+    });
   if (!client) throw new AuthorizePageError('client_id is not a registered client');
   const redirectUri = params.get('redirect_uri');
   if (!redirectUri) throw new AuthorizePageError('redirect_uri is missing');
@@ -166,27 +219,16 @@ export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, str
     if (!PROMPTS.has(p)) throw new InvalidRequestError(`prompt "${p}" is not supported`);
   if (prompt.has('none') && prompt.size > 1)
     throw new InvalidRequestError('prompt=none cannot be combined with another prompt');
-  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt };
-}
-
-/** Only the one configured cookie is read (an https issuer reads only the __Secure- name). */
-export async function webSession(ctx: IdpContext, x: Exchange): Promise<WebSession | undefined> {
-  const token = parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie);
-  if (!token) return undefined;
-  const user = await ctx.sessions.findBySessionToken(token);
-  return user ? { token, user } : undefined;
+  const maxAgeText = params.get('max_age');
+  if (maxAgeText !== undefined && !/^\d{1,10}$/.test(maxAgeText))
+    throw new InvalidRequestError('max_age must be a number of seconds');
+  const maxAge = maxAgeText === undefined ? undefined : Number(maxAgeText);
+  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge };
 }
 
 /** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */
 export function entitledServices(ctx: IdpContext, user: SessionUser): Promise<ReadonlySet<string>> {
   return ctx.entitlements.services(user);
-}
-
-export function loginRedirect(ctx: IdpContext, url: URL): string {
-  const back = `${ctx.config.issuer}${url.pathname}${url.search}`;
-  const login = new URL(ctx.config.loginUrl);
-  login.searchParams.set('callbackUrl', back);
-  return login.toString();
 }
 
 function withParams(base: string, params: Record<string, string | undefined>): string {

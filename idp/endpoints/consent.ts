@@ -3,20 +3,24 @@ import { csrfTokenValid, POWERS_NAMED_FIELD, servicesOf } from '../consent.ts';
 import type { Endpoint } from '../context.ts';
 import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
 import { adminPowers, grantScope, parseScope, powersOf } from '../scopes.ts';
+import { webSession } from '../session/web-session.ts';
 import {
   checkClientAndRedirect,
   checkParameters,
   entitledServices,
+  errorsMayRedirect,
   issueCode,
+  redirectError,
   redirectingErrors,
-  webSession,
 } from './authorize.ts';
 
 /**
  * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
  * administrative scopes the page named (`powers_named`), the CSRF token and `decision` (approve | deny).
  * Everything is checked again as on GET; the token must belong to this session and this client, else nothing
- * happens (a plain 403 page, no redirect, no code).
+ * happens (a plain 403 page, no redirect, no code). A valid token means this session was shown the page: a
+ * deny then goes back to the client as access_denied, even for a metadata-document client never approved
+ * before (docs/clients.md).
  */
 export const consentDecision: Endpoint = async (ctx, x) => {
   const params = await readForm(x.req, 32 * 1024);
@@ -26,7 +30,7 @@ export const consentDecision: Endpoint = async (ctx, x) => {
   params.delete('csrf_token');
   params.delete('decision');
   params.delete(POWERS_NAMED_FIELD);
-  const { client, redirectUri } = await checkClientAndRedirect(ctx, params);
+  const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const session = await webSession(ctx, x);
   if (!session)
     throw new AuthorizePageError('your sign-in session has ended; start again from the application', 403);
@@ -40,7 +44,8 @@ export const consentDecision: Endpoint = async (ctx, x) => {
   if (decision !== 'approve' && decision !== 'deny')
     throw new AuthorizePageError('decision must be approve or deny');
   const state = params.get('state');
-  await redirectingErrors(ctx, x, { redirectUri, state }, async () => {
+  const redirectable = await errorsMayRedirect(ctx, client, session);
+  await redirectingErrors(ctx, x, { redirectUri, state, redirectable }, async () => {
     const request = checkParameters(ctx, params, client.clientId);
     if (decision === 'deny') {
       x.log.info({ clientId: client.clientId }, 'consent denied');
@@ -56,7 +61,13 @@ export const consentDecision: Endpoint = async (ctx, x) => {
         },
         x.log,
       );
-      throw new AccessDeniedError('the user denied the request');
+      // The user saw the page and answered it: the answer goes back to the client (RFC 6749 §4.1.2.1).
+      return redirectError(
+        ctx,
+        x,
+        { redirectUri, state, redirectable: true },
+        new AccessDeniedError('the user denied the request'),
+      );
     }
     const scope = grantScope({
       requested: request.scope,
@@ -76,7 +87,8 @@ export const consentDecision: Endpoint = async (ctx, x) => {
       services: servicesOf(scope),
       scopes: powersOf(scope),
     });
+    await ctx.clients.recordApproved(client);
     x.log.info({ clientId: client.clientId, scope }, 'consent given');
-    await issueCode(ctx, x, { client, redirectUri, state, user: session.user, scope, request });
+    await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
 };

@@ -1,4 +1,5 @@
 import { readForm, sendJson } from '../../lib/http.ts';
+import { countedFetches } from '../cimd/index.ts';
 import type { Endpoint } from '../context.ts';
 import { hashDeviceSecret, newDeviceCode, newUserCode, normalizeUserCode } from '../device-codes.ts';
 import { InvalidClientError, InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
@@ -20,7 +21,7 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
   if (form.has('client_secret'))
     throw new InvalidClientError('clients are public; client_secret is not accepted');
-  const client = await ctx.clients.find(clientId);
+  const client = await ctx.clients.find(clientId, countedFetches(ctx.rateLimiter, x.req));
   if (!client) throw new InvalidClientError('client_id is not a registered client');
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);

@@ -53,6 +53,7 @@ export async function deviceCodeGrant(
     // token keeps this scope, so no refresh can add one either.
     scope: withinPowers(a.grantedScope, adminPowers(ctx.config, { ...a, clientId, grant: 'device_code' })),
     authTime: a.authTime,
+    emailVerified: a.emailVerified,
   };
   const iat = Math.floor(Date.now() / 1000);
   const jti = newJti();

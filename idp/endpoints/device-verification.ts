@@ -1,4 +1,5 @@
 import { readForm, redirect } from '../../lib/http.ts';
+import { countedFetches } from '../cimd/index.ts';
 import { CONSENT_EXEMPT_CLIENTS, csrfToken, csrfTokenValid, servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { formatUserCode, hashDeviceSecret, normalizeUserCode } from '../device-codes.ts';
@@ -7,9 +8,10 @@ import { deviceConfirmPage, deviceDonePage, deviceEntryPage } from '../pages/dev
 import { sendPage } from '../pages/html.ts';
 import { RateLimitedError } from '../rate-limit.ts';
 import { adminPowers, grantScope, parseScope, powersOf } from '../scopes.ts';
+import { loginRedirect, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { DeviceRequest } from '../store/device-codes.ts';
-import { entitledServices, loginRedirect, type WebSession, webSession } from './authorize.ts';
+import { entitledServices } from './authorize.ts';
 
 /** The form token is bound to the session and to this user code (never valid for a consent form). */
 const csrfSubject = (normalized: string) => `device\n${normalized}`;
@@ -32,7 +34,7 @@ type Found =
  * administrative scope (`platform:admin`, `mail:send_as`), whoever approves — a device code is phishable
  * (RFC 8628 §5.4), and whoever started the flow receives what the approver allows.
  */
-async function findRequest(ctx: IdpContext, session: WebSession, typed: string): Promise<Found> {
+async function findRequest(ctx: IdpContext, x: Exchange, session: WebSession, typed: string): Promise<Found> {
   const normalized = normalizeUserCode(typed);
   if (!normalized)
     return { ok: false, problem: 'That is not a valid code: it has 8 letters, like BCDF-GHJK.' };
@@ -43,7 +45,7 @@ async function findRequest(ctx: IdpContext, session: WebSession, typed: string):
     return { ok: false, problem: 'That code has already been used. Start again on your device.' };
   let client: Client | undefined;
   try {
-    client = await ctx.clients.find(request.clientId);
+    client = await ctx.clients.find(request.clientId, countedFetches(ctx.rateLimiter, x.req));
   } catch (err) {
     if (!(err instanceof OAuthError) || err.status >= 500) throw err;
     return { ok: false, problem: `The device's application cannot be verified: ${err.message}` };
@@ -89,7 +91,7 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
       }),
     );
   }
-  const found = await findRequest(ctx, session, typed.slice(0, 64));
+  const found = await findRequest(ctx, x, session, typed.slice(0, 64));
   if (!found.ok) {
     return sendPage(
       x.res,
@@ -133,7 +135,7 @@ export const deviceDecision: Endpoint = async (ctx, x) => {
   const decision = form.get('decision');
   if (decision !== 'approve' && decision !== 'deny')
     throw new AuthorizePageError('decision must be approve or deny');
-  const found = await findRequest(ctx, session, typed);
+  const found = await findRequest(ctx, x, session, typed);
   if (!found.ok) {
     return sendPage(x.res, 400, deviceEntryPage({ email: session.user.email, problem: found.problem }));
   }
@@ -156,7 +158,8 @@ async function decide(
           subject: user.sub,
           email: user.email,
           grantedScope: found.scope,
-          authTime: Math.floor(Date.now() / 1000),
+          authTime: session.signIn.authTime,
+          emailVerified: user.emailVerified,
         },
       })
     : await ctx.deviceCodes.decide(hash, { approve: false });
@@ -189,6 +192,7 @@ async function decide(
       clientName: found.client.name,
       services: servicesOf(found.scope),
     });
+    await ctx.clients.recordApproved(found.client);
   }
   x.log.info(
     { clientId: found.client.clientId, sub: user.sub, decision: o.approve ? 'approve' : 'deny' },

@@ -149,6 +149,7 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
     clientId,
     scope,
     authTime: rec.authTime,
+    emailVerified: rec.emailVerified,
   };
   const iat = Math.floor(Date.now() / 1000);
   const jti = newJti();
@@ -324,7 +325,7 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
       exp,
       auth_time: grant.authTime,
       ...(nonce !== undefined ? { nonce } : {}),
-      ...(scopes.includes('email') ? { email: grant.email, email_verified: true } : {}),
+      ...(scopes.includes('email') ? { email: grant.email, email_verified: grant.emailVerified } : {}),
     });
   }
   return body;

@@ -1,5 +1,11 @@
 import type { Pool } from '../../lib/db.ts';
-import { isMetadataClientId, type MetadataClient, type MetadataClients } from '../cimd/index.ts';
+import {
+  type FetchGate,
+  isMetadataClientId,
+  type MetadataClient,
+  type MetadataClients,
+  parseClientIdUrl,
+} from '../cimd/index.ts';
 
 export interface Client {
   clientId: string;
@@ -8,46 +14,53 @@ export interface Client {
   type: string;
   /** A Client ID Metadata Document client's document URL (its client_id); the consent page names its host. */
   metadataDocumentUrl?: string;
+  /** The validated document, when it was read (not for a client known by its URL alone). */
+  metadata?: Record<string, unknown>;
 }
 
 export interface ClientStore {
-  find(clientId: string): Promise<Client | undefined>;
+  /**
+   * The client a client_id names. A metadata-document client_id is fetched (or taken from the cache) only when
+   * `beforeFetch` is given, and the gate is passed first; without it nothing is fetched: the cached document, or
+   * a client known by its URL alone, with no redirect URIs (the token endpoint: the grant presented decides).
+   */
+  find(clientId: string, beforeFetch?: FetchGate): Promise<Client | undefined>;
   create(client: Client & { metadata: Record<string, unknown> }): Promise<void>;
+  /** A user approved the client: a metadata-document client is recorded (the clients list shows it). */
+  recordApproved(client: Client): Promise<void>;
 }
 
-/**
- * Records a metadata-document client as last fetched (type `metadata`), so administration can list it; the
- * document, not this row, stays what authorization decides by.
- */
-export async function recordMetadataClient(pool: Pool, c: MetadataClient): Promise<void> {
-  await pool.query({
-    name: 'client_record_metadata',
-    text: `INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata)
-           VALUES ($1, $2, $3, 'metadata', $4)
-           ON CONFLICT (client_id) DO UPDATE SET name = EXCLUDED.name, redirect_uris = EXCLUDED.redirect_uris,
-             metadata = EXCLUDED.metadata
-           WHERE platform.oauth_clients.type = 'metadata'`,
-    values: [c.clientId, c.name, JSON.stringify(c.redirectUris), JSON.stringify(c.metadata)],
-  });
-}
+const fromMetadata = (m: MetadataClient): Client => ({
+  clientId: m.clientId,
+  name: m.name,
+  redirectUris: m.redirectUris,
+  type: 'metadata',
+  metadataDocumentUrl: m.clientId,
+  metadata: m.metadata,
+});
 
 /**
  * Clients by id: an `https://` client_id is a metadata document (fetched and validated, `invalid_client` with
- * the reason when that fails); any other is a row of platform.oauth_clients (built-in or registered).
+ * the reason when that fails); any other is a row of platform.oauth_clients (built-in or registered). A
+ * metadata-document client gets a row (type `metadata`) only when a user approves it; authorization always
+ * decides by the document, never by that row.
  */
 export function createClientStore(pool: Pool, metadata?: MetadataClients): ClientStore {
   // Clients change rarely and are read on every authorize, token and revoke request.
   const cache = new Map<string, { client: Client; until: number }>();
   return {
-    async find(clientId) {
+    async find(clientId, beforeFetch) {
       if (metadata && isMetadataClientId(clientId)) {
-        const m = await metadata.get(clientId);
+        if (beforeFetch) return fromMetadata(await metadata.get(clientId, beforeFetch));
+        const hit = metadata.cached(clientId);
+        if (hit) return fromMetadata(hit);
+        const url = parseClientIdUrl(clientId);
         return {
-          clientId: m.clientId,
-          name: m.name,
-          redirectUris: m.redirectUris,
+          clientId,
+          name: url.host,
+          redirectUris: [],
           type: 'metadata',
-          metadataDocumentUrl: m.clientId,
+          metadataDocumentUrl: clientId,
         };
       }
       const hit = cache.get(clientId);
@@ -79,6 +92,18 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         'INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata) VALUES ($1, $2, $3, $4, $5)',
         [c.clientId, c.name, JSON.stringify(c.redirectUris), c.type, JSON.stringify(c.metadata)],
       );
+    },
+    async recordApproved(c) {
+      if (!c.metadataDocumentUrl || !c.metadata) return;
+      await pool.query({
+        name: 'client_record_metadata',
+        text: `INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata)
+               VALUES ($1, $2, $3, 'metadata', $4)
+               ON CONFLICT (client_id) DO UPDATE SET name = EXCLUDED.name, redirect_uris = EXCLUDED.redirect_uris,
+                 metadata = EXCLUDED.metadata
+               WHERE platform.oauth_clients.type = 'metadata'`,
+        values: [c.clientId, c.name, JSON.stringify(c.redirectUris), JSON.stringify(c.metadata)],
+      });
     },
   };
 }

@@ -7,6 +7,7 @@ export interface CodeRecord {
   userId: string;
   subject: string;
   email: string;
+  emailVerified: boolean;
   codeChallenge: string;
   redirectUri: string;
   scope: string;
@@ -34,6 +35,7 @@ interface Row {
   user_id: string;
   subject: string;
   email: string;
+  email_verified: boolean;
   code_challenge: string;
   redirect_uri: string;
   scope: string;
@@ -52,8 +54,8 @@ export function createCodeStore(pool: Pool): CodeStore {
         name: 'code_create',
         text: `INSERT INTO platform.oauth_codes
                  (code, client_id, user_id, subject, email, code_challenge, redirect_uri, scope, nonce, family_id,
-                  auth_time, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12))`,
+                  auth_time, expires_at, email_verified)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12), $13)`,
         values: [
           codeHash,
           r.clientId,
@@ -67,6 +69,7 @@ export function createCodeStore(pool: Pool): CodeStore {
           r.familyId,
           r.authTime,
           CODE_TTL_SECONDS,
+          r.emailVerified,
         ],
       });
     },
@@ -79,7 +82,7 @@ export function createCodeStore(pool: Pool): CodeStore {
                   SET consumed_at = COALESCE(c.consumed_at, now())
                  FROM prev
                 WHERE c.code = prev.code
-            RETURNING c.client_id, c.user_id, c.subject, c.email, c.code_challenge, c.redirect_uri, c.scope, c.nonce,
+            RETURNING c.client_id, c.user_id, c.subject, c.email, c.email_verified, c.code_challenge, c.redirect_uri, c.scope, c.nonce,
                       c.family_id, c.auth_time, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use,
                       c.revoked_at IS NOT NULL AS revoked`,
         values: [codeHash],
@@ -91,6 +94,7 @@ export function createCodeStore(pool: Pool): CodeStore {
         userId: r.user_id,
         subject: r.subject,
         email: r.email,
+        emailVerified: r.email_verified,
         codeChallenge: r.code_challenge,
         redirectUri: r.redirect_uri,
         scope: r.scope,

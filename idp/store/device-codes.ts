@@ -26,6 +26,7 @@ export interface Approval {
   email: string;
   grantedScope: string;
   authTime: number;
+  emailVerified: boolean;
 }
 
 export type PollOutcome =
@@ -67,6 +68,7 @@ interface PollRow {
   email: string | null;
   granted_scope: string | null;
   auth_time: string | null;
+  email_verified: boolean | null;
 }
 
 export function createDeviceCodeStore(pool: Pool): DeviceCodeStore {
@@ -119,7 +121,7 @@ export function createDeviceCodeStore(pool: Pool): DeviceCodeStore {
         name: 'device_decide',
         text: `UPDATE platform.device_codes
                   SET status = $2, user_id = $3, subject = $4, email = $5, granted_scope = $6, auth_time = $7,
-                      decided_at = now()
+                      email_verified = $8, decided_at = now()
                 WHERE user_code_hash = $1 AND status = 'pending' AND expires_at > now()`,
         values: [
           userCodeHash,
@@ -129,6 +131,7 @@ export function createDeviceCodeStore(pool: Pool): DeviceCodeStore {
           a?.email ?? null,
           a?.grantedScope ?? null,
           a?.authTime ?? null,
+          a?.emailVerified ?? null,
         ],
       });
       return rowCount === 1;
@@ -155,7 +158,7 @@ export function createDeviceCodeStore(pool: Pool): DeviceCodeStore {
                 WHERE d.device_code_hash = prev.device_code_hash
             RETURNING d.client_id, d.status, d.family_id, prev.expired, prev.too_fast,
                       prev.consumed_at IS NOT NULL AS was_consumed, d.interval_seconds, d.user_id, d.subject,
-                      d.email, d.granted_scope, d.auth_time`,
+                      d.email, d.granted_scope, d.auth_time, d.email_verified`,
         values: [deviceCodeHash, clientId, SLOW_DOWN_STEP_SECONDS],
       });
       const r = rows[0];
@@ -175,6 +178,7 @@ export function createDeviceCodeStore(pool: Pool): DeviceCodeStore {
           email: r.email!,
           grantedScope: r.granted_scope!,
           authTime: Number(r.auth_time),
+          emailVerified: r.email_verified === true,
         },
       };
     },

@@ -12,9 +12,11 @@ export const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 export interface Purged {
   codes: number;
   deviceCodes: number;
+  /** Sign-in records of web sessions that ended more than CODE_RETENTION ago (docs/idp.md § Login freshness). */
+  sessionLogins: number;
 }
 
-/** Deletes the authorization and device codes that expired more than CODE_RETENTION ago. */
+/** Deletes the authorization and device codes that expired more than CODE_RETENTION ago, and old sign-in records. */
 export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
   const codes = await pool.query(
     `DELETE FROM platform.oauth_codes WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
@@ -22,7 +24,14 @@ export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
   const device = await pool.query(
     `DELETE FROM platform.device_codes WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
   );
-  return { codes: codes.rowCount ?? 0, deviceCodes: device.rowCount ?? 0 };
+  const logins = await pool.query(
+    `DELETE FROM platform.web_session_logins WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
+  );
+  return {
+    codes: codes.rowCount ?? 0,
+    deviceCodes: device.rowCount ?? 0,
+    sessionLogins: logins.rowCount ?? 0,
+  };
 }
 
 /**
@@ -36,7 +45,7 @@ export function schedulePurge(opts: { pool: Pool; log: Logger; intervalMs?: numb
   const run = async () => {
     try {
       const n = await purgeExpiredCodes(opts.pool);
-      if (n.codes + n.deviceCodes > 0) opts.log.info({ ...n }, 'expired codes purged');
+      if (n.codes + n.deviceCodes + n.sessionLogins > 0) opts.log.info({ ...n }, 'expired codes purged');
     } catch (err) {
       opts.log.warn({ err: { message: (err as Error).message } }, 'expired codes not purged this time');
     }

@@ -12,6 +12,8 @@ export interface Grant {
   clientId: string;
   scope: string;
   authTime: number;
+  /** users."emailVerified" was set when the user signed in (the id_token's email_verified). */
+  emailVerified: boolean;
 }
 
 /** What is written alongside every issued refresh token: the access token's audit row. */
@@ -61,6 +63,7 @@ interface GrantRow {
   client_id: string;
   scope: string;
   auth_time: string;
+  email_verified: boolean;
 }
 
 const toGrant = (r: GrantRow): Grant => ({
@@ -71,6 +74,7 @@ const toGrant = (r: GrantRow): Grant => ({
   clientId: r.client_id,
   scope: r.scope,
   authTime: Number(r.auth_time),
+  emailVerified: r.email_verified,
 });
 
 export interface RefreshStoreOptions {
@@ -101,14 +105,15 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
        WHERE r.token_hash = $1 AND r.client_id = $9 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
          AND r.expires_at > now() ${userExists}
          AND ($8::text IS NULL OR string_to_array($8::text, ' ') <@ string_to_array(r.scope, ' '))
-   RETURNING r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time
+   RETURNING r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
+             r.email_verified
     ), ins AS (
       INSERT INTO platform.refresh_tokens
-             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, expires_at)
-      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time,
+             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at)
+      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
              now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old
     ), audit AS (${auditInsert('old')})
-    SELECT family_id, user_id, subject, email, client_id, scope, auth_time FROM old`;
+    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified FROM old`;
 
   return {
     async issue(g, t, i) {
@@ -116,8 +121,10 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
         name: 'refresh_issue',
         text: `WITH ins AS (
                  INSERT INTO platform.refresh_tokens
-                        (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, expires_at)
-                 VALUES ($1, $2, $3, $9, $10, $11, $12, $13, $14, now() + interval '${REFRESH_TTL_SECONDS} seconds')
+                        (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
+                         expires_at)
+                 VALUES ($1, $2, $3, $9, $10, $11, $12, $13, $14, $15,
+                         now() + interval '${REFRESH_TTL_SECONDS} seconds')
                  RETURNING user_id, subject, email, client_id, scope
                )
                INSERT INTO platform.issuance_audit
@@ -139,6 +146,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
           g.clientId,
           g.scope,
           g.authTime,
+          g.emailVerified,
         ],
       });
     },
@@ -204,7 +212,8 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
           scope_ok: boolean;
         }
       >(
-        `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time, r.rotated_to,
+        `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
+                r.email_verified, r.rotated_to,
                 r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
                 r.rotated_at > now() - interval '${RETRY_WINDOW_SECONDS} seconds' AS in_window,
                 true ${userExists} AS user_exists,
@@ -265,10 +274,11 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       // $1 is the old token's id; $2..$8 as in the fast path.
       await c.query(
         `WITH old AS (SELECT r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
-                             r.auth_time FROM platform.refresh_tokens r WHERE r.id = $1),
+                             r.auth_time, r.email_verified FROM platform.refresh_tokens r WHERE r.id = $1),
               ins AS (INSERT INTO platform.refresh_tokens
-                             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, expires_at)
-                      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time,
+                             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time,
+                              email_verified, expires_at)
+                      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
                              now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old)
          ${auditInsert('old')}`,
         [r.id, ...v.slice(1, 8)],

@@ -86,3 +86,13 @@ export async function seedUser(
   );
   return { id, email: email.toLowerCase(), sub, sessionToken };
 }
+
+/** Another web session for a seeded user, as the web application makes when the user signs in again. */
+export async function addSession(pool: pg.Pool, userId: number, ttlSeconds = 3600): Promise<string> {
+  const sessionToken = randomBytes(24).toString('hex');
+  await pool.query(
+    `INSERT INTO sessions ("userId", expires, "sessionToken") VALUES ($1, now() + make_interval(secs => $2), $3)`,
+    [userId, ttlSeconds, sessionToken],
+  );
+  return sessionToken;
+}

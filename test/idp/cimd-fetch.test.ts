@@ -3,7 +3,8 @@
 // loopback or private address is refused, and the listening servers count connections to prove none was made.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetadataClients, type MetadataClients } from '../../idp/cimd/index.ts';
+import { HOST_NOT_ALLOWED } from '../../idp/cimd/fetch.ts';
+import { createMetadataClients, type FetchGate, type MetadataClients } from '../../idp/cimd/index.ts';
 import { type HostPattern, parseHostPattern } from '../../lib/host-patterns.ts';
 import { createTestCa, startHttpsServer, type TestCa, type TestHttpsServer } from '../helpers/tls.ts';
 
@@ -52,18 +53,29 @@ function clients(
     allowedHosts: (opts.allowedHosts ?? []).map(pattern),
     ca: ca.ca,
     resolve: opts.resolve,
+    onHostRefused: (_host, detail) => logged.push(detail),
   });
 }
 
+/** What the fetcher told the log about refused hosts (the client is never told). */
+const logged: string[] = [];
+/** These tests are not about the rate limits: every fetch may go ahead. */
+const anyFetch: FetchGate = async () => {};
+
+/** Refused as invalid_client; `reason` is looked for in the error and in what was logged for it. */
 async function refused(c: MetadataClients, url: string, reason: RegExp) {
-  const err = await c.get(url).then(
+  const before = logged.length;
+  const err = await c.get(url, anyFetch).then(
     () => undefined,
     (e: unknown) => e as { error?: string; status?: number; message: string },
   );
   expect(err, `${url} was accepted`).toBeDefined();
   expect(err!.error).toBe('invalid_client');
   expect(err!.status).toBe(401);
-  expect(err!.message).toMatch(reason);
+  // How a name resolved is for the log only (the red team learned "vm resolves to 127.0.0.1" from it).
+  expect(err!.message).not.toMatch(/resolves|does not resolve|non-public/);
+  expect([err!.message, ...logged.slice(before)].join('\n')).toMatch(reason);
+  return err!.message;
 }
 
 describe('addresses, with PLATFORM_CIMD_ALLOWED_HOSTS unset', () => {
@@ -109,7 +121,9 @@ describe('addresses, with PLATFORM_CIMD_ALLOWED_HOSTS unset', () => {
       },
     });
     const before = v4.connections();
-    await refused(c, `https://evil.test:${v4.port}/client.json`, /evil\.test resolves to 127\.0\.0\.1/);
+    expect(
+      await refused(c, `https://evil.test:${v4.port}/client.json`, /evil\.test resolves to 127\.0\.0\.1/),
+    ).toBe(HOST_NOT_ALLOWED);
     // One public and one private answer: the private one is enough to refuse.
     await refused(c, `https://mixed.test:${v4.port}/client.json`, /mixed\.test resolves to 127\.0\.0\.1/);
     expect(asked).toEqual(['evil.test', 'mixed.test']);
@@ -136,11 +150,33 @@ describe('an operator-named host (the exemption), and what is refused even then'
     route = (_req, res, base) => json(res, doc(`${base}/client.json`), { 'cache-control': 'max-age=60' });
     const c = exempt();
     const url = `https://cimd.test:${v4.port}/client.json`;
-    const client = await c.get(url);
+    const client = await c.get(url, anyFetch);
     expect(client).toMatchObject({ clientId: url, name: 'Test Assistant', host: `cimd.test:${v4.port}` });
     const seen = v4.requests();
-    await c.get(url); // cached per max-age
+    await c.get(url, anyFetch); // cached per max-age
     expect(v4.requests()).toBe(seen);
+    await c.close();
+  });
+
+  it('asks the gate before each network fetch only (not for a cached document); a refusing gate stops it', async () => {
+    route = (_req, res, base) => json(res, doc(`${base}/gated.json`), { 'cache-control': 'max-age=60' });
+    const c = exempt();
+    const url = `https://cimd.test:${v4.port}/gated.json`;
+    const asked: string[] = [];
+    const seen = v4.requests();
+    await expect(
+      c.get(url, async (u) => {
+        asked.push(u.host);
+        throw new Error('over the limit');
+      }),
+    ).rejects.toThrow('over the limit');
+    expect(v4.requests()).toBe(seen);
+    expect(c.cached(url)).toBeUndefined();
+    const counting: FetchGate = async (u) => void asked.push(u.host);
+    await c.get(url, counting);
+    await c.get(url, counting);
+    expect(asked).toEqual([`cimd.test:${v4.port}`, `cimd.test:${v4.port}`]);
+    expect(c.cached(url)).toMatchObject({ clientId: url });
     await c.close();
   });
 
@@ -217,7 +253,7 @@ describe('document validation', () => {
     serve((url) => doc(url, { redirect_uris: ['https://attacker.example/cb'] }));
     await refused(exempt(), `https://cimd.test:${v4.port}/b.json`, /neither loopback nor on/);
     serve((url) => doc(url, { redirect_uris: ['http://localhost:1234/any/path', 'http://[::1]/cb'] }));
-    await expect(exempt().get(`https://cimd.test:${v4.port}/c.json`)).resolves.toBeDefined();
+    await expect(exempt().get(`https://cimd.test:${v4.port}/c.json`, anyFetch)).resolves.toBeDefined();
   });
 
   it('token_endpoint_auth_method must be none, and no secret', async () => {
@@ -237,8 +273,8 @@ describe('document validation', () => {
     };
     const c = exempt();
     const url = `https://cimd.test:${v4.port}/g.json`;
-    await c.get(url);
-    await c.get(url);
+    await c.get(url, anyFetch);
+    await c.get(url, anyFetch);
     expect(n).toBe(2);
     await c.close();
   });

@@ -43,9 +43,9 @@ describe('purge of expired codes', () => {
     await seed('old', "now() - interval '25 hours'");
     await seed('recent', "now() - interval '23 hours'");
     await seed('live', "now() + interval '1 minute'");
-    expect(await purgeExpiredCodes(db.pool)).toEqual({ codes: 1, deviceCodes: 1 });
+    expect(await purgeExpiredCodes(db.pool)).toEqual({ codes: 1, deviceCodes: 1, sessionLogins: 0 });
     expect(await left()).toEqual(['code-live', 'code-recent', 'device-live', 'device-recent']);
-    expect(await purgeExpiredCodes(db.pool)).toEqual({ codes: 0, deviceCodes: 0 });
+    expect(await purgeExpiredCodes(db.pool)).toEqual({ codes: 0, deviceCodes: 0, sessionLogins: 0 });
   });
 
   it('runs on its schedule and logs what it deleted', async () => {
