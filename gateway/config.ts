@@ -6,9 +6,11 @@ import {
   logLevel,
   metricsPort,
   oneOf,
+  optionalSecret,
   optionalString,
   port,
   redisUrl,
+  requiredSecret,
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
@@ -163,7 +165,7 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
   const originsVar = `${P}_MCP_ALLOWED_ORIGINS`;
   const origins = csv(env, originsVar, [base.origin]).map((o) => origin(originsVar, o));
   const secretVar = `${P}_MCP_SHARED_SECRET`;
-  const secret = optionalString(env, secretVar);
+  const secret = optionalSecret(env, secretVar);
   // RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
   if (secret !== undefined && Buffer.byteLength(secret) < 32) {
     throw new ConfigError(secretVar, 'must be at least 32 bytes (RFC 7518 §3.2)');
@@ -236,7 +238,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     if (seen.has(n)) throw new ConfigError('GATEWAY_SERVICES', `"${n}" is listed twice`);
     seen.add(n);
   }
-  const identitySecret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
+  const identitySecret = requiredSecret(env, 'GATEWAY_IDENTITY_SECRET');
   // Every service key is derived from it: a short secret would make all of them guessable offline.
   if (identitySecret.length < MIN_IDENTITY_SECRET_LENGTH) {
     throw new ConfigError(
