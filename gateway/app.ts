@@ -100,6 +100,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     requestId: string,
     route: Route | undefined,
     err: unknown,
+    bodyUnread = false,
   ): void {
     sendError(res, err, {
       requestId,
@@ -107,6 +108,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       path: pathOf(req.url),
       service: route?.service,
       log,
+      bodyUnread,
     });
   }
 
@@ -261,16 +263,17 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
             try {
               authorised(req, res, h, requestId, r, t);
             } catch (err) {
-              fail(req, res, requestId, r, err);
+              fail(req, res, requestId, r, err, hasBody(h));
             }
           },
-          (err: unknown) => fail(req, res, requestId, r, err),
+          (err: unknown) => fail(req, res, requestId, r, err, hasBody(h)),
         );
       } else {
         authorised(req, res, h, requestId, route, verified);
       }
     } catch (err) {
-      fail(req, res, requestId, route, err);
+      // Refused before its body was read (no bearer, bad token, wrong host, …): answered, then closed.
+      fail(req, res, requestId, route, err, hasBody(h));
     }
   }
 
@@ -295,6 +298,11 @@ function contentEncoded(headers: readonly string[]): boolean {
     }
   }
   return false;
+}
+
+/** Whether the request has a body to read (declared, or chunked). */
+function hasBody(h: InboundHeaders): boolean {
+  return h.chunked || (h.contentLength !== undefined && h.contentLength !== '0');
 }
 
 function pathOf(url: string | undefined): string {

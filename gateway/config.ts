@@ -78,6 +78,8 @@ export interface GatewayConfig {
   /** GATEWAY_BODY_TIMEOUT_MS: a body not read whole by then gets 408. */
   bodyTimeoutMs: number;
   maxHeaderBytes: number;
+  /** GATEWAY_HEADERS_TIMEOUT_MS: a request head not whole by then gets 408 and the connection closed. */
+  headersTimeoutMs: number;
   upstreamHeadersTimeoutMs: number;
   /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
   upstreamRetryMs: number;
@@ -276,6 +278,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     maxBodyBytes: integer(env, 'GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
     bodyTimeoutMs: integer(env, 'GATEWAY_BODY_TIMEOUT_MS', 10_000, { min: 100, max: 600_000 }),
     maxHeaderBytes: integer(env, 'GATEWAY_MAX_HEADER_BYTES', 16 * 1024, { min: 4096, max: 256 * 1024 }),
+    headersTimeoutMs: integer(env, 'GATEWAY_HEADERS_TIMEOUT_MS', 10_000, { min: 1000, max: 120_000 }),
     upstreamHeadersTimeoutMs:
       number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,
     upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,

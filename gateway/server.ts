@@ -135,7 +135,13 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,
-      headersTimeout: 20_000,
+      // Slow senders: the head within GATEWAY_HEADERS_TIMEOUT_MS (Node answers 408 and closes), checked every
+      // second rather than Node's default 30 s. A body has its own bound (proxy/body.ts), and a request refused
+      // before its body is read is closed at once (respond.ts); requestTimeout is only the backstop over both,
+      // with room for a key-set fetch (12 s at most) between head and body.
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.headersTimeoutMs + 12_000 + config.bodyTimeoutMs + 1000,
+      connectionsCheckingInterval: 1000,
       // Longer than a load balancer's idle timeout (60 s), so the balancer closes idle connections first.
       keepAliveTimeout: 65_000,
       noDelay: true,
