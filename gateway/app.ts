@@ -20,6 +20,13 @@ import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
 import { checkMcpHeaders, decodeHeaderValue } from './proxy/mcp-headers.ts';
 import { sendError, sendJsonBody } from './respond.ts';
 import type { RevocationCheck } from './revocation/mirror.ts';
+import {
+  compileRoutes,
+  GATEWAY_ROUTES,
+  METADATA_PATH,
+  type ProtectedHandlerName,
+  type PublicHandlerName,
+} from './routes.ts';
 
 export interface GatewayContext {
   config: GatewayConfig;
@@ -34,14 +41,17 @@ export interface GatewayContext {
 }
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+type PublicHandler = (req: IncomingMessage, res: ServerResponse, x: Exchange) => void;
+type ProtectedHandler = (req: IncomingMessage, res: ServerResponse, x: Exchange, t: VerifiedToken) => void;
 
-/** What a public route's answer needs from the request. */
+/** What a route's handler needs from the request. */
 interface Exchange {
   h: InboundHeaders;
   requestId: string;
   route: Route | undefined;
 }
 
+/** A service's part of the routing: what its routes need (the route table's per-service context). */
 interface Route {
   service: ServiceConfig;
   checkHost: (host: string | undefined) => void;
@@ -49,31 +59,27 @@ interface Route {
   metadata: string;
 }
 
-const METADATA_PATH = '/.well-known/oauth-protected-resource';
 const HEALTH_BODY = JSON.stringify({ status: 'ok' });
 // A dot segment or an encoded slash, dot or backslash could make the tool server resolve the path to another
 // service's prefix than the one this request was authorised for.
 const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
 
 /**
- * The gateway as a request handler (server.ts owns the port and the process). The routing table, in order:
- *   GET /health                                               liveness, answered here
- *   GET /.well-known/oauth-protected-resource/<service>[/mcp]  RFC 9728 §3.1 path-inserted metadata
- *   GET /<service>/.well-known/oauth-protected-resource        metadata (the contract's location)
- *   GET /<service>/health                                     proxied without identity (the tool server's liveness)
- *   *   /<service>/…                                          bearer required; proxied with the prefix kept
+ * The gateway as a request handler (server.ts owns the port and the process). Routes are the table in
+ * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
   const { config, verify, revocation, policy, log } = ctx;
-  const routes = new Map<string, Route>();
+  const services = new Map<string, Route>();
   for (const service of config.services) {
-    routes.set(service.name, {
+    services.set(service.name, {
       service,
       checkHost: createHostGuard(service),
       upstream: ctx.upstreams.get(service.name)!,
       metadata: protectedResourceMetadata(config, service),
     });
   }
+  const table = compileRoutes(GATEWAY_ROUTES, services);
   const debug = log.isLevelEnabled('debug');
 
   /** Debug level only: a line per request costs throughput that info-level production logging should not pay. */
@@ -100,6 +106,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     requestId: string,
     route: Route | undefined,
     err: unknown,
+    bodyUnread = false,
   ): void {
     sendError(res, err, {
       requestId,
@@ -107,6 +114,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       path: pathOf(req.url),
       service: route?.service,
       log,
+      bodyUnread,
     });
   }
 
@@ -127,7 +135,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   /** The tool server's liveness: proxied without identity, its body bounded like any other. */
-  function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange, route: Route): void {
+  function proxyHealth(req: IncomingMessage, res: ServerResponse, x: Exchange): void {
+    const route = x.route!;
     bodies.read(req, x.h, (err, body) => {
       if (err) return fail(req, res, x.requestId, route, err);
       x.h.forward.push('x-request-id', x.requestId);
@@ -137,22 +146,28 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
-  /** Everything after signature verification, on every request, cached token or not. */
+  /** Everything after signature verification, on every request, cached token or not; then the route's handler. */
   function authorised(
     req: IncomingMessage,
     res: ServerResponse,
-    h: InboundHeaders,
-    requestId: string,
-    route: Route,
+    x: Exchange,
+    run: ProtectedHandler,
     t: VerifiedToken,
   ): void {
+    const route = x.route!;
     checkAudience(config, route.service, t);
     // jti (lowercased), subject (and Entra object id) and forwarded-email cut-offs (revocation/mirror.ts).
     const status = revocation.check(t);
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
-    // Only an authorised request gets its body read (an anonymous caller cannot make the gateway buffer).
+    run(req, res, x, t);
+  }
+
+  /** The protected route: the body read (only now: an anonymous caller cannot make the gateway buffer), signed, sent. */
+  function proxy(req: IncomingMessage, res: ServerResponse, x: Exchange, t: VerifiedToken): void {
+    const { h, requestId } = x;
+    const route = x.route!;
     bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
       if (h.mcpMethod !== undefined && req.method === 'POST') {
@@ -204,6 +219,14 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
+  const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
+    health: (req, res, x) => answer(req, res, x, HEALTH_BODY),
+    metadata: (req, res, x) => answer(req, res, x, x.route!.metadata),
+    serviceHealth: proxyHealth,
+  };
+  const protectedHandlers: Record<ProtectedHandlerName, ProtectedHandler> = { proxy };
+
+  /** The dispatcher: the table's route, its service's Host guard, path safety, method, then public or protected. */
   function handle(req: IncomingMessage, res: ServerResponse): void {
     const url = req.url ?? '';
     const h = scanRequestHeaders(req.rawHeaders);
@@ -216,61 +239,49 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         throw new BadRequestError('invalid_target', 'request target must be an absolute path');
       }
       const path = pathOf(url);
-      const method = req.method;
-      const readOnly = method === 'GET' || method === 'HEAD';
-      if (path === '/health') {
-        if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        answer(req, res, { h, requestId, route }, HEALTH_BODY);
-        return;
+      const method = req.method!;
+      const matched = table.match(method, path);
+      if (matched === undefined) {
+        throw path.startsWith(`${METADATA_PATH}/`)
+          ? new NotFoundError('no protected resource at this path')
+          : new NotFoundError();
       }
-      if (path.startsWith(`${METADATA_PATH}/`)) {
-        const rest = path.slice(METADATA_PATH.length + 1);
-        route = routes.get(rest.endsWith('/mcp') ? rest.slice(0, -4) : rest);
-        if (!route) throw new NotFoundError('no protected resource at this path');
-        route.checkHost(h.host);
-        if (!readOnly) throw new MethodNotAllowedError('GET, HEAD');
-        answer(req, res, { h, requestId, route }, route.metadata);
-        return;
-      }
-      const end = path.indexOf('/', 1);
-      route = routes.get(end < 0 ? path.slice(1) : path.slice(1, end));
-      if (!route) throw new NotFoundError();
-      route.checkHost(h.host);
-      if (UNSAFE_PATH.test(path)) {
+      route = matched.service;
+      route?.checkHost(h.host);
+      if (matched.prefix && UNSAFE_PATH.test(path)) {
         throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
       }
-      const rest = end < 0 ? '' : path.slice(end);
-      if (readOnly && rest === METADATA_PATH) {
-        answer(req, res, { h, requestId, route }, route.metadata);
+      if (!matched.accepts(method)) throw new MethodNotAllowedError(matched.allow);
+      const x: Exchange = { h, requestId, route };
+      const { spec } = matched;
+      if (spec.access === 'public') {
+        publicHandlers[spec.handler](req, res, x);
         return;
       }
-      if (readOnly && rest === '/health') {
-        proxyHealth(req, res, { h, requestId, route }, route);
-        return;
-      }
-      checkOrigin(route.service, h.origin);
+      // Protected: Origin, declared size, then the bearer; the handler runs once the caller is authorised.
+      checkOrigin(route!.service, h.origin);
       if (h.contentLength !== undefined && Number(h.contentLength) > config.maxBodyBytes) {
         throw new PayloadTooLargeError(config.maxBodyBytes);
       }
-      const token = bearerToken(h.authorization);
-      const verified = verify(token, route.service);
+      const run = protectedHandlers[spec.handler];
+      const verified = verify(bearerToken(h.authorization), route!.service);
       if (verified instanceof Promise) {
-        const r = route;
         verified.then(
           (t) => {
             try {
-              authorised(req, res, h, requestId, r, t);
+              authorised(req, res, x, run, t);
             } catch (err) {
-              fail(req, res, requestId, r, err);
+              fail(req, res, requestId, x.route, err, hasBody(h));
             }
           },
-          (err: unknown) => fail(req, res, requestId, r, err),
+          (err: unknown) => fail(req, res, requestId, x.route, err, hasBody(h)),
         );
       } else {
-        authorised(req, res, h, requestId, route, verified);
+        authorised(req, res, x, run, verified);
       }
     } catch (err) {
-      fail(req, res, requestId, route, err);
+      // Refused before its body was read (no bearer, bad token, wrong host, …): answered, then closed.
+      fail(req, res, requestId, route, err, hasBody(h));
     }
   }
 
@@ -295,6 +306,11 @@ function contentEncoded(headers: readonly string[]): boolean {
     }
   }
   return false;
+}
+
+/** Whether the request has a body to read (declared, or chunked). */
+function hasBody(h: InboundHeaders): boolean {
+  return h.chunked || (h.contentLength !== undefined && h.contentLength !== '0');
 }
 
 function pathOf(url: string | undefined): string {

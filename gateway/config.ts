@@ -6,9 +6,11 @@ import {
   logLevel,
   metricsPort,
   oneOf,
+  optionalSecret,
   optionalString,
   port,
   redisUrl,
+  requiredSecret,
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
@@ -76,6 +78,8 @@ export interface GatewayConfig {
   /** GATEWAY_BODY_TIMEOUT_MS: a body not read whole by then gets 408. */
   bodyTimeoutMs: number;
   maxHeaderBytes: number;
+  /** GATEWAY_HEADERS_TIMEOUT_MS: a request head not whole by then gets 408 and the connection closed. */
+  headersTimeoutMs: number;
   upstreamHeadersTimeoutMs: number;
   /** How long a request whose body is still untouched is retried while the upstream refuses connections. */
   upstreamRetryMs: number;
@@ -163,7 +167,7 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
   const originsVar = `${P}_MCP_ALLOWED_ORIGINS`;
   const origins = csv(env, originsVar, [base.origin]).map((o) => origin(originsVar, o));
   const secretVar = `${P}_MCP_SHARED_SECRET`;
-  const secret = optionalString(env, secretVar);
+  const secret = optionalSecret(env, secretVar);
   // RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
   if (secret !== undefined && Buffer.byteLength(secret) < 32) {
     throw new ConfigError(secretVar, 'must be at least 32 bytes (RFC 7518 §3.2)');
@@ -236,7 +240,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     if (seen.has(n)) throw new ConfigError('GATEWAY_SERVICES', `"${n}" is listed twice`);
     seen.add(n);
   }
-  const identitySecret = requiredString(env, 'GATEWAY_IDENTITY_SECRET');
+  const identitySecret = requiredSecret(env, 'GATEWAY_IDENTITY_SECRET');
   // Every service key is derived from it: a short secret would make all of them guessable offline.
   if (identitySecret.length < MIN_IDENTITY_SECRET_LENGTH) {
     throw new ConfigError(
@@ -274,6 +278,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     maxBodyBytes: integer(env, 'GATEWAY_MAX_BODY_BYTES', 1024 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
     bodyTimeoutMs: integer(env, 'GATEWAY_BODY_TIMEOUT_MS', 10_000, { min: 100, max: 600_000 }),
     maxHeaderBytes: integer(env, 'GATEWAY_MAX_HEADER_BYTES', 16 * 1024, { min: 4096, max: 256 * 1024 }),
+    headersTimeoutMs: integer(env, 'GATEWAY_HEADERS_TIMEOUT_MS', 10_000, { min: 1000, max: 120_000 }),
     upstreamHeadersTimeoutMs:
       number(env, 'GATEWAY_UPSTREAM_HEADERS_TIMEOUT_SECONDS', 120, { min: 1, max: 3600 }) * 1000,
     upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,

@@ -10,6 +10,11 @@ export interface ErrorContext {
   path: string;
   service: ServiceConfig | undefined;
   log: Logger;
+  /**
+   * The request's body has not been read (the refusal came first): the connection is closed after the answer,
+   * so a client sending (or trickling) the rest cannot hold it, and the gateway never waits for that rest.
+   */
+  bodyUnread?: boolean;
 }
 
 /** A quoted-string (RFC 9110 §5.6.4) that cannot break out of the WWW-Authenticate header. */
@@ -63,7 +68,7 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
     if (status === 503) headers.push('retry-after', '2');
     // The unread remainder of a refused or stalled body is not worth draining over a keep-alive connection.
-    if (status === 413 || status === 408) headers.push('connection', 'close');
+    if (status === 413 || status === 408 || x.bodyUnread) headers.push('connection', 'close');
     x.log.warn(
       { reqId: x.requestId, method: x.method, path: x.path, service: x.service?.name, status, code, reason },
       message,
@@ -74,6 +79,7 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
     message = 'internal error';
     reason = 'internal_error';
     x.log.error({ reqId: x.requestId, method: x.method, path: x.path, err }, 'unexpected error');
+    if (x.bodyUnread) headers.push('connection', 'close');
   }
   const body =
     err instanceof HeaderMismatchError

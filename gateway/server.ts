@@ -3,6 +3,7 @@ import { ConfigError } from '../lib/config.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import type { MemoryRevocations } from '../lib/revocation.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
@@ -10,7 +11,7 @@ import { createTokenVerifier } from './auth/verify-token.ts';
 import type { GatewayConfig } from './config.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
-import { type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { JwksCacheCodec, type JwksStore, RedisJwksStore } from './jwks/store.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
 import { PolicyFile } from './policy/gate.ts';
 import { PolicyFileError } from './policy/load.ts';
@@ -76,11 +77,16 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     revocation = memoryRevocationCheck(deps.revocations);
   } else {
     if (config.redisUrl === undefined) throw new ConfigError('REDIS_URL', 'is required');
+    // Credentials Redis refuses stop start-up (exit 2); Redis merely unreachable does not.
+    await checkRedisCredentials(config.redisUrl);
     redis = createRedisClients(
       config.redisUrl,
       new RedisOutage(log, { revocationMode: config.revocationMode }),
     );
-    store = new RedisJwksStore(redis.cmd);
+    // Redis is not trusted with keys: a shared key set counts only with its tag (jwks/store.ts).
+    store = new RedisJwksStore(redis.cmd, new JwksCacheCodec(config.identitySecret), (issuer, detail) =>
+      log.warn({ issuer, problem: detail }, 'shared key set in redis ignored; fetching it from the issuer'),
+    );
     const mirror = new RevocationMirror(config.revocationMode);
     sync = startRevocationSync(mirror, redis, log, metrics && ((event) => recordRevocation(metrics, event)));
     revocation = mirror;
@@ -129,7 +135,13 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   const server = createServer(
     {
       maxHeaderSize: config.maxHeaderBytes,
-      headersTimeout: 20_000,
+      // Slow senders: the head within GATEWAY_HEADERS_TIMEOUT_MS (Node answers 408 and closes), checked every
+      // second rather than Node's default 30 s. A body has its own bound (proxy/body.ts), and a request refused
+      // before its body is read is closed at once (respond.ts); requestTimeout is only the backstop over both,
+      // with room for a key-set fetch (12 s at most) between head and body.
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.headersTimeoutMs + 12_000 + config.bodyTimeoutMs + 1000,
+      connectionsCheckingInterval: 1000,
       // Longer than a load balancer's idle timeout (60 s), so the balancer closes idle connections first.
       keepAliveTimeout: 65_000,
       noDelay: true,

@@ -12,6 +12,7 @@ import {
   optionalString,
   port,
   redisUrl,
+  requiredSecret,
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
@@ -201,7 +202,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
   return Object.freeze({
     port: idpPort,
     issuer,
-    privateKey: requiredString(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
+    privateKey: requiredSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
     services,
     allowedRedirectUris,

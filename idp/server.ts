@@ -5,6 +5,7 @@ import { createPool, ident, type Pool } from '../lib/db.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
@@ -85,6 +86,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   let revocations = deps.revocations;
   if (!revocations) {
     if (!config.redisUrl) throw new Error('REDIS_URL: is required');
+    await checkRedisCredentials(config.redisUrl);
     redis = new Redis(config.redisUrl, {
       maxRetriesPerRequest: 2,
       enableOfflineQueue: true,

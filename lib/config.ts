@@ -1,3 +1,5 @@
+import { isExampleSecret } from './example-secrets.ts';
+
 // Helpers for the per-process config modules. Each reads one variable from the environment object it is
 // given (never process.env directly) and throws ConfigError naming the variable and what is wrong.
 
@@ -85,7 +87,9 @@ export function httpUrl(
  */
 export function databaseUrl(env: Env, name = 'DATABASE_URL'): string {
   const v = requiredString(env, name);
-  return normaliseDatabaseUrl(v, name);
+  const url = normaliseDatabaseUrl(v, name);
+  refuseExamplePassword(name, url);
+  return url;
 }
 
 export function normaliseDatabaseUrl(v: string, name = 'DATABASE_URL'): string {
@@ -109,7 +113,46 @@ export function redisUrl(env: Env, name = 'REDIS_URL'): string | undefined {
   const v = raw(env, name);
   if (v === undefined) return undefined;
   if (!/^rediss?:\/\//.test(v)) throw new ConfigError(name, 'must begin with redis:// or rediss://');
+  refuseExamplePassword(name, v);
   return v;
+}
+
+/**
+ * Start-up refuses secrets published as examples in deploy/env.example or the documentation
+ * (lib/example-secrets.ts): one line naming the variable, never the value.
+ */
+export function refuseExampleSecret(name: string, value: string | undefined, what = 'is'): void {
+  if (value !== undefined && isExampleSecret(value)) {
+    throw new ConfigError(
+      name,
+      `${what} an example value from deploy/env.example or the documentation; set a secret of your own`,
+    );
+  }
+}
+
+/** A secret variable, optional: refused when it holds a published example value. */
+export function optionalSecret(env: Env, name: string): string | undefined {
+  const v = raw(env, name);
+  refuseExampleSecret(name, v);
+  return v;
+}
+
+/** A secret variable, required: refused when it holds a published example value. */
+export function requiredSecret(env: Env, name: string): string {
+  const v = requiredString(env, name);
+  refuseExampleSecret(name, v);
+  return v;
+}
+
+/** The password inside a URL variable (DATABASE_URL, REDIS_URL), refused when it is a published example. */
+function refuseExamplePassword(name: string, url: string): void {
+  let password: string;
+  try {
+    password = decodeURIComponent(new URL(url).password);
+  } catch {
+    return;
+  }
+  if (password !== '') refuseExampleSecret(name, password, 'carries a password that is');
 }
 
 export function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {

@@ -8,6 +8,7 @@ import {
   metricsPort,
   optionalString,
   port,
+  requiredSecret,
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
@@ -74,7 +75,7 @@ function graphConfig(env: Env): GraphConfig | undefined {
   return Object.freeze({
     tenantId,
     clientId: requiredString(env, 'GRAPH_CLIENT_ID'),
-    clientSecret: requiredString(env, 'GRAPH_CLIENT_SECRET'),
+    clientSecret: requiredSecret(env, 'GRAPH_CLIENT_SECRET'),
     baseUrl: httpUrl(env, 'GRAPH_BASE_URL') ?? 'https://graph.microsoft.com/v1.0',
     tokenUrl:
       httpUrl(env, 'GRAPH_TOKEN_URL') ?? `https://login.microsoftonline.com/${tenantId}/oauth2/v2.0/token`,
@@ -115,7 +116,7 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   const prefix = name.toUpperCase();
   // First: a SQLite path or any non-PostgreSQL URL is the failure the spec's diagnostics table names.
   const dbUrl = databaseUrl(env);
-  const identityKey = requiredString(env, 'TOOL_IDENTITY_KEY');
+  const identityKey = requiredSecret(env, 'TOOL_IDENTITY_KEY');
   if (!IDENTITY_KEY_PATTERN.test(identityKey)) {
     throw new ConfigError(
       'TOOL_IDENTITY_KEY',

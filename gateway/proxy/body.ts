@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
-import { BodyTimeoutError, type GatewayError, PayloadTooLargeError } from '../errors.ts';
+import { jsonTooDeep, MAX_JSON_DEPTH } from '../../lib/json-depth.ts';
+import { BadRequestError, BodyTimeoutError, type GatewayError, PayloadTooLargeError } from '../errors.ts';
 import type { InboundHeaders } from './headers.ts';
 
 /** GATEWAY_MAX_BODY_BYTES and GATEWAY_BODY_TIMEOUT_MS, shared by every request of one gateway. */
@@ -15,7 +16,9 @@ export interface BodyReader {
   /**
    * Reads a request body whole before anything is signed or forwarded: the identity signature covers the body's
    * SHA-256, so the gateway must hold all of it first. Beyond `maxBytes` (declared or counted) → 413; not whole
-   * within `timeoutMs` of the start of reading → 408 (a slow sender cannot hold a request open for minutes).
+   * within `timeoutMs` of the start of reading → 408 (a slow sender cannot hold a request open for minutes);
+   * JSON nested deeper than MAX_JSON_DEPTH (lib/json-depth.ts) → 400 `json_too_deep`, whatever its Content-Type
+   * (tool servers read every POST body as JSON-RPC).
    * `done` is called once, or never when the client goes away mid-body (nothing is left to answer).
    * The length and framing come from the header scan (proxy/headers.ts), so `req.headers` is never built.
    */
@@ -79,8 +82,13 @@ function onData(this: TrackedRequest, chunk: Buffer): void {
 function onEnd(this: TrackedRequest): void {
   const p = this[kPending];
   if (!p?.settle()) return;
-  p.done(null, p.chunks.length === 1 ? p.chunks[0]! : Buffer.concat(p.chunks, p.size));
+  const body = p.chunks.length === 1 ? p.chunks[0]! : Buffer.concat(p.chunks, p.size);
+  // Before anything parses it (here or at the tool server): deep nesting is cheap to send, costly to convert.
+  if (jsonTooDeep(body)) p.done(new BadRequestError('json_too_deep', TOO_DEEP), null);
+  else p.done(null, body);
 }
+
+const TOO_DEEP = `request body nests JSON deeper than ${MAX_JSON_DEPTH} levels`;
 
 // Closed before the end: the client reset or went away mid-body; there is no one left to answer.
 function onClose(this: TrackedRequest): void {

@@ -82,8 +82,27 @@ export function matchRoute<R extends { method: string } & CompiledPath>(
     } catch {
       throw new InvalidRequestError(`path segment ${name} is not valid percent-encoding`);
     }
+    if (CONTROL_CHARACTER.test(params[name]!)) {
+      throw new InvalidRequestError(`path segment ${name} must not contain control characters`);
+    }
   });
   return { route, params };
+}
+
+/** C0 controls (NUL included), DEL and C1 controls: no filter, email or id holds one, and Postgres refuses NUL. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the rule is exactly about control characters
+const CONTROL_CHARACTER = /[\x00-\x1F\x7F-\x9F]/;
+
+/**
+ * The admin API's and the console's query, before any handler sees it: a control character in a name or value
+ * is 400 `invalid_request` (a NUL reached Postgres as a 500, and cut an export already streaming).
+ */
+export function checkQuery(query: URLSearchParams): void {
+  for (const [name, value] of query) {
+    if (CONTROL_CHARACTER.test(name) || CONTROL_CHARACTER.test(value)) {
+      throw new InvalidRequestError('query parameters must not contain control characters');
+    }
+  }
 }
 
 const compiled = adminRoutes.map((r) => ({ ...r, ...compilePath(r.path) }));
@@ -105,6 +124,7 @@ export async function runAdmin(
   },
 ): Promise<AdminResult & { action: string }> {
   const { route, params } = matchRoute(compiled, call.method, call.path);
+  if (call.query) checkQuery(call.query);
   const result = await route.handler({
     ctx,
     x,

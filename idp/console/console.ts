@@ -4,7 +4,14 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpInputError, readForm, redirect } from '../../lib/http.ts';
 import type { AdminIdentity } from '../admin/auth.ts';
-import { type AdminResult, type CompiledPath, compilePath, matchRoute, runAdmin } from '../admin/router.ts';
+import {
+  type AdminResult,
+  type CompiledPath,
+  checkQuery,
+  compilePath,
+  matchRoute,
+  runAdmin,
+} from '../admin/router.ts';
 import { csrfToken, csrfTokenValid } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { OAuthError } from '../errors.ts';
@@ -110,6 +117,7 @@ export function consoleMount(routes: readonly ConsoleRoute[]): Endpoint {
         );
       }
       email = session.user.email;
+      checkQuery(x.url.searchParams);
       const { route, params } = matchRoute(
         table,
         x.req.method === 'HEAD' ? 'GET' : (x.req.method ?? ''),

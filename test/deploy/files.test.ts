@@ -3,6 +3,7 @@
 // settings and flat routing, the tunnel's path rules, and compose's wiring, fed through the components' own
 // config loaders with env.example's values.
 import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
@@ -11,7 +12,9 @@ import { parse } from 'yaml';
 import { renderTunnelConfig } from '../../deploy/cloudflared/tunnel-config.ts';
 import { loadGatewayConfig } from '../../gateway/config.ts';
 import { loadIdpConfig } from '../../idp/config.ts';
-import { databaseUrl } from '../../lib/config.ts';
+import { ConfigError, databaseUrl } from '../../lib/config.ts';
+import { isExampleSecret } from '../../lib/example-secrets.ts';
+import { deriveIdentityKey } from '../../lib/identity.ts';
 import { loadToolConfig } from '../../tools/config.ts';
 import { freePort } from '../helpers/processes.ts';
 import { DEPLOY_DIR, deployFile, REPO_DIR } from './support.ts';
@@ -280,6 +283,21 @@ describe('deploy/compose.yaml', () => {
         interpolate(String(v), example, used),
       ]),
     );
+  // env.example's secrets are published, so every server refuses them (test/security/example-secrets.test.ts):
+  // the loaders are fed a deployment's own in their place.
+  const ownSecret = (value: string): string => {
+    if (/^[a-z]+(\+[a-z]+)?:\/\//.test(value)) {
+      const u = new URL(value);
+      if (u.password && isExampleSecret(decodeURIComponent(u.password))) u.password = 'own-password';
+      return u.toString();
+    }
+    if (!isExampleSecret(value)) return value;
+    return /^[0-9a-f]{64}$/.test(value)
+      ? randomBytes(32).toString('hex')
+      : randomBytes(36).toString('base64url');
+  };
+  const ownEnvOf = (name: string): Record<string, string> =>
+    Object.fromEntries(Object.entries(envOf(name)).map(([k, v]) => [k, ownSecret(v)]));
 
   it('has the whole stack', () => {
     expect(Object.keys(services).sort()).toEqual(
@@ -364,27 +382,30 @@ describe('deploy/compose.yaml', () => {
       expect(existsSync(join(DEPLOY_DIR, m)), m).toBe(true);
   });
 
-  it("hands each component an environment its own config loader accepts (env.example's values)", () => {
-    expect(() => databaseUrl(envOf('migrate'))).not.toThrow();
-    const idp = loadIdpConfig(envOf('idp'));
+  it("hands each component an environment its own config loader accepts (env.example's, own secrets)", () => {
+    expect(() => databaseUrl(ownEnvOf('migrate'))).not.toThrow();
+    const idp = loadIdpConfig(ownEnvOf('idp'));
     expect(idp.port).toBe(3000);
     expect(idp.issuer).toBe(example.PLATFORM_OIDC_ISSUER);
-    const gateway = loadGatewayConfig(envOf('gateway'));
+    const gateway = loadGatewayConfig(ownEnvOf('gateway'));
     expect(gateway.port).toBe(3000);
     expect(gateway.services.map((s) => s.appIdUri)).toEqual(
       SERVICES.map((s) => `${example.PUBLIC_BASE_URL}/${s}/mcp`),
     );
     expect(gateway.platform).toMatchObject({ issuer: idp.issuer, audience: idp.audience });
-    for (const s of SERVICES) expect(loadToolConfig(s, envOf(`tool-${s}`)).port).toBe(3000);
+    for (const s of SERVICES) expect(loadToolConfig(s, ownEnvOf(`tool-${s}`)).port).toBe(3000);
+    // With env.example's secrets verbatim, each refuses to start.
+    expect(() => loadIdpConfig(envOf('idp'))).toThrow(ConfigError);
+    expect(() => loadGatewayConfig(envOf('gateway'))).toThrow(ConfigError);
+    for (const s of SERVICES) expect(() => loadToolConfig(s, envOf(`tool-${s}`))).toThrow(ConfigError);
   });
 
   it("gives each tool server only its own identity key, the one the gateway's secret derives for it", () => {
-    const gateway = loadGatewayConfig(envOf('gateway'));
+    const secret = envOf('gateway').GATEWAY_IDENTITY_SECRET!;
     for (const s of SERVICES) {
       const env = services[`tool-${s}`]!.environment ?? {};
       expect(Object.keys(env), s).not.toContain('GATEWAY_IDENTITY_SECRET');
-      const tool = loadToolConfig(s, envOf(`tool-${s}`));
-      expect(tool.identityKey, s).toBe(gateway.services.find((g) => g.name === s)!.identityKey);
+      expect(envOf(`tool-${s}`).TOOL_IDENTITY_KEY, s).toBe(deriveIdentityKey(secret, s));
     }
   });
 

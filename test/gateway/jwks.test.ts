@@ -5,13 +5,14 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { JwksHttpClient } from '../../gateway/jwks/http-client.ts';
 import { KeySet } from '../../gateway/jwks/key-set.ts';
-import { RedisJwksStore } from '../../gateway/jwks/store.ts';
+import { JwksCacheCodec, RedisJwksStore } from '../../gateway/jwks/store.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { jwksKey } from '../../lib/revocation.ts';
 import {
   call,
   errorOf,
   type GatewayProcess,
+  IDENTITY_SECRET,
   type KeyServer,
   mint,
   newSigningKey,
@@ -108,7 +109,13 @@ describe('refetch storm', () => {
     const ttl = await redis.ttl(jwksKey(ks.issuer));
     expect(ttl).toBeGreaterThan(3500);
     expect(ttl).toBeLessThanOrEqual(3600);
-    expect(JSON.parse((await redis.get(jwksKey(ks.issuer)))!).keys[0].kid).toBe(ks.keys[0]!.kid);
+    // Tagged with the gateway's key-set cache key (test/security/jwks-cache.test.ts has the attacks).
+    const shared = new JwksCacheCodec(IDENTITY_SECRET).decode(
+      ks.issuer,
+      (await redis.get(jwksKey(ks.issuer)))!,
+      Math.floor(Date.now() / 1000),
+    );
+    expect(JSON.parse((shared as { jwks: string }).jwks).keys[0].kid).toBe(ks.keys[0]!.kid);
     expect(gw.logs().some((l) => l.msg === 'jwks fetched' && l.status === 200)).toBe(true);
   });
 });
@@ -204,7 +211,9 @@ describe('KeySet with the shared Redis copy', () => {
     const log = createLogger({ name: 'test', level: 'silent' });
     const http = new JwksHttpClient();
     closers.push(() => http.close());
-    const store = new RedisJwksStore(redis);
+    const store = new RedisJwksStore(redis, new JwksCacheCodec(IDENTITY_SECRET), (issuer, problem) => {
+      throw new Error(`shared set of ${issuer} refused: ${problem}`);
+    });
     const make = () =>
       new KeySet({
         issuer: ks.issuer,

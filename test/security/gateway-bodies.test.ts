@@ -2,6 +2,9 @@
 // the body's SHA-256): a sender trickling a body to hold a request (and its memory) open → 408 once
 // GATEWAY_BODY_TIMEOUT_MS has passed; a body past GATEWAY_MAX_BODY_BYTES, declared or chunked, on a protected
 // or a public route (health, metadata) → 413. Neither ever reaches the tool server; both answer with the error body.
+// Red team (lower): "anonymous slow bodies hold a gateway connection ~325 s": a request refused before its body
+// is read (no bearer, bad token, wrong host, …) is answered and its connection closed at once, without waiting
+// for the body; a request head trickled slowly is cut after GATEWAY_HEADERS_TIMEOUT_MS.
 import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -155,5 +158,127 @@ describe('a body over GATEWAY_MAX_BODY_BYTES', () => {
     });
     expect(r.status).toBe(413);
     expect(upstream.requests.length).toBe(before);
+  });
+});
+
+describe('a request refused before its body is read (anonymous slow bodies)', () => {
+  const BODY_TIMEOUT_MS = 4000;
+  const HEADERS_TIMEOUT_MS = 1500;
+  let defaults: GatewayProcess;
+
+  beforeAll(async () => {
+    // The default body limit (1 MiB), so a declared 1 MiB body is not refused for its size.
+    defaults = await startGatewayProcess({
+      PUBLIC_BASE_URL: BASE,
+      GATEWAY_SERVICES: 'mail',
+      MAIL_MCP_UPSTREAM: upstream.url,
+      MAIL_MCP_SHARED_SECRET: SECRET,
+      REDIS_URL: inject('redisUrl'),
+      GATEWAY_BODY_TIMEOUT_MS: String(BODY_TIMEOUT_MS),
+      GATEWAY_HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+    });
+  });
+
+  afterAll(async () => {
+    await defaults?.stop();
+  });
+
+  interface Trickle {
+    status(): number;
+    /** Resolves with how long the connection stayed open once the gateway closed it; rejects past `limitMs`. */
+    closed(limitMs: number): Promise<number>;
+  }
+
+  /** Sends `head`, then the body a byte every 50 ms (it never ends: 1 MiB declared), reading what comes back. */
+  function trickle(head: string): Trickle {
+    const started = performance.now();
+    const socket = connect(defaults.port, '127.0.0.1');
+    let data = '';
+    let closedAt: number | undefined;
+    socket.on('data', (d) => {
+      data += d.toString();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      closedAt = performance.now();
+      clearInterval(timer);
+    });
+    socket.write(`${head}\r\n\r\n`);
+    const timer = setInterval(() => {
+      if (!socket.destroyed && socket.writable) socket.write('x');
+    }, 50);
+    return {
+      status: () => Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0),
+      closed: async (limitMs) => {
+        try {
+          await expect.poll(() => closedAt, { timeout: limitMs, interval: 50 }).toBeDefined();
+        } finally {
+          clearInterval(timer);
+          socket.destroy();
+        }
+        return closedAt! - started;
+      },
+    };
+  }
+
+  const post = (extra: string[]) =>
+    ['POST /mail/mcp HTTP/1.1', 'content-type: application/json', 'content-length: 1048576', ...extra].join(
+      '\r\n',
+    );
+
+  for (const [what, head, status] of [
+    ['no bearer', post(['host: 127.0.0.1']), 401],
+    ['a bad token', post(['host: 127.0.0.1', 'authorization: Bearer not.a.token']), 401],
+    ['a Host not allowed', post(['host: evil.example'])],
+    ['an Origin not allowed', post(['host: 127.0.0.1', 'origin: https://evil.example']), 403],
+    ['an unknown service', post(['host: 127.0.0.1']).replace('/mail/mcp', '/nothing/mcp'), 404],
+    [
+      'a public route with the wrong method',
+      'POST /health HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 1048576',
+      405,
+    ],
+  ] as Array<[string, string, number?]>) {
+    it(`${what}: answered at once, the connection closed by the gateway within GATEWAY_BODY_TIMEOUT_MS`, async () => {
+      const t = trickle(head);
+      await t.closed(BODY_TIMEOUT_MS);
+      expect(t.status()).toBe(status ?? 421);
+    });
+  }
+
+  it('a request head trickled slowly: 408 and closed after GATEWAY_HEADERS_TIMEOUT_MS', async () => {
+    const socket = connect(defaults.port, '127.0.0.1');
+    let data = '';
+    let closedAt: number | undefined;
+    const started = performance.now();
+    socket.on('data', (d) => {
+      data += d.toString();
+    });
+    socket.on('error', () => {});
+    socket.on('close', () => {
+      closedAt = performance.now();
+    });
+    socket.write('POST /mail/mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n');
+    const timer = setInterval(() => {
+      if (!socket.destroyed && socket.writable) socket.write('x-slow: 1\r\n');
+    }, 100);
+    try {
+      // Node checks the head's deadline once a second: closed within the limit plus that interval.
+      await expect.poll(() => closedAt, { timeout: HEADERS_TIMEOUT_MS + 3000, interval: 50 }).toBeDefined();
+    } finally {
+      clearInterval(timer);
+      socket.destroy();
+    }
+    expect(closedAt! - started).toBeGreaterThanOrEqual(HEADERS_TIMEOUT_MS - 50);
+    expect(data).toMatch(/^HTTP\/1\.1 408/);
+  });
+
+  it('an authorised request on the same gateway still keeps its connection (keep-alive untouched)', async () => {
+    const r = await call(`${defaults.url}/mail/mcp`, {
+      method: 'POST',
+      token,
+      headers: { connection: 'keep-alive' },
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers.connection).toBe('keep-alive');
   });
 });

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { HttpInputError, readBody } from '../../lib/http.ts';
 import { bodySha256, type Identity, IdentityError, verifyIdentity } from '../../lib/identity.ts';
+import { jsonTooDeep, MAX_JSON_DEPTH } from '../../lib/json-depth.ts';
 import { JsonRpcHttpError, UnauthorizedError } from './errors.ts';
 
 export interface AuthenticatedRequest {
@@ -24,7 +25,7 @@ export interface AuthenticateOptions {
  * whole of its trust in who is calling), bound to this request: the raw body is read and hashed exactly as it
  * arrived before anything parses it, and the signature must cover this service, method, path and body. Missing,
  * forged, replayed onto another request or stale (over 60 s) → 401 UNAUTHORIZED. Only then is the body parsed
- * for the MCP transport (unparsable → JSON-RPC −32700).
+ * for the MCP transport (unparsable, or nested deeper than 64 levels → JSON-RPC −32700).
  */
 export async function readAuthenticatedRequest(
   req: IncomingMessage,
@@ -55,6 +56,10 @@ export async function readAuthenticatedRequest(
     throw err;
   }
   if (req.method !== 'POST') return { identity, body: undefined };
+  // Before JSON.parse and the SDK: its request conversion recurses, and ~10 000 levels overflow the stack.
+  if (jsonTooDeep(raw)) {
+    throw new JsonRpcHttpError(400, -32700, `Parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+  }
   try {
     return { identity, body: JSON.parse(raw.toString('utf8')) };
   } catch {
