@@ -2,7 +2,7 @@ import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
 import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
-import type { AdminRoute } from './router.ts';
+import type { AdminRoute } from './route-table.ts';
 import { revokeSignInRoute, searchUsersRoute, userRoute, withdrawConsentRoute } from './users.ts';
 
 /**

@@ -2,7 +2,7 @@ import type { Pool } from '../../lib/db.ts';
 import { ident } from '../../lib/db.ts';
 import { InvalidRequestError, NotFoundError } from '../errors.ts';
 import { EMAIL } from './revoke.ts';
-import type { AdminHandler } from './router.ts';
+import type { AdminHandler } from './route-table.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 

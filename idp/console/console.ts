@@ -4,7 +4,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { HttpInputError, readForm, redirect } from '../../lib/http.ts';
 import type { AdminIdentity } from '../admin/auth.ts';
-import { type AdminResult, type CompiledPath, compilePath, matchRoute, runAdmin } from '../admin/router.ts';
+import { type AdminResult, type CompiledPath, compilePath, matchRoute } from '../admin/route-table.ts';
+import { runAdmin } from '../admin/router.ts';
 import { csrfToken, csrfTokenValid } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { loginRedirect, type WebSession, webSession } from '../endpoints/authorize.ts';

@@ -4,7 +4,7 @@ import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { InvalidGrantError, InvalidRequestError, OAuthError } from '../errors.ts';
 import type { Grant } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
-import { ACCESS_TTL_SECONDS, newRefreshToken, tokenResponse } from './token.ts';
+import { ACCESS_TTL_SECONDS, newRefreshToken, tokenResponse } from './token-response.ts';
 
 /**
  * The device_code grant (RFC 8628 §3.4–3.5): each poll answers authorization_pending, slow_down (polling

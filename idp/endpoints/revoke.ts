@@ -2,7 +2,7 @@ import { readForm } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
 import { InvalidRequestError, UnauthorizedClientError, UnsupportedTokenTypeError } from '../errors.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
-import { hashRefreshToken } from './token.ts';
+import { hashRefreshToken } from './token-response.ts';
 
 /**
  * POST /oauth/revoke (RFC 7009). A refresh token revokes its family in the database; an access token (a JWT we

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { readForm, sendJson } from '../../lib/http.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
@@ -12,14 +12,13 @@ import {
   UnsupportedGrantTypeError,
 } from '../errors.ts';
 import { grantTypeLabel } from '../metrics.ts';
-import { entitledScope, mayHoldAdminScope, parseScope, withoutAdminUnlessAdmin } from '../scopes.ts';
-import type { Grant, NewToken } from '../store/refresh-tokens.ts';
+import { entitledScope, parseScope } from '../scopes.ts';
+import type { Grant } from '../store/refresh-tokens.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
 import { validateResource } from './resource.ts';
-
-export const ACCESS_TTL_SECONDS = 3600;
+import { ACCESS_TTL_SECONDS, hashRefreshToken, newRefreshToken, tokenResponse } from './token-response.ts';
 
 /**
  * The token endpoint's answers recorded as refusals (docs/console.md § What counts as a refusal): the grant
@@ -44,15 +43,6 @@ function presentedGrant(
   return undefined;
 }
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
-
-export function hashRefreshToken(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
-}
-
-export function newRefreshToken(): { value: string; token: NewToken } {
-  const value = randomBytes(32).toString('base64url');
-  return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
-}
 
 /** POST /oauth/token: authorization_code, refresh_token and device_code grants for public clients (no secret). */
 export const token: Endpoint = async (ctx, x) => {
@@ -275,57 +265,4 @@ async function noteNoService(
     },
     x.log,
   );
-}
-
-interface TokenResponseOptions {
-  grant: Grant;
-  scope: string;
-  jti: string;
-  iat: number;
-  refreshToken: string;
-  nonce: string | undefined;
-}
-
-export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
-  const { grant, jti, iat, refreshToken, nonce } = o;
-  const exp = iat + ACCESS_TTL_SECONDS;
-  const { issuer, audience } = ctx.config;
-  // The admin list (or the user's email) may have changed since the grant was made.
-  const scope = withoutAdminUnlessAdmin(
-    o.scope,
-    mayHoldAdminScope(ctx.config, { email: grant.email, clientId: grant.clientId }),
-  );
-  const body: Record<string, unknown> = {
-    access_token: ctx.signer.accessToken({
-      iss: issuer,
-      sub: grant.subject,
-      email: grant.email,
-      aud: audience,
-      scope,
-      azp: grant.clientId,
-      client_id: grant.clientId,
-      jti,
-      iat,
-      exp,
-    }),
-    token_type: 'Bearer',
-    expires_in: ACCESS_TTL_SECONDS,
-    refresh_token: refreshToken,
-    scope,
-  };
-  const scopes = scope.split(' ');
-  if (scopes.includes('openid')) {
-    body.id_token = ctx.signer.idToken({
-      iss: issuer,
-      sub: grant.subject,
-      aud: grant.clientId,
-      azp: grant.clientId,
-      iat,
-      exp,
-      auth_time: grant.authTime,
-      ...(nonce !== undefined ? { nonce } : {}),
-      ...(scopes.includes('email') ? { email: grant.email, email_verified: true } : {}),
-    });
-  }
-  return body;
 }
