@@ -111,11 +111,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
+    const refreshTokens = createRefreshTokenStore(pool, {
+      usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
+    });
     const revocation = createRevocationService({
       pool,
       publisher,
       log: log.child({ component: 'revocation' }),
       usersTable: idType ? ident(config.authjs.usersTable) : undefined,
+      refreshTokens,
     });
     const limiter = createRateLimiter({
       issuer: config.issuer,
@@ -138,9 +142,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
       deviceCodes: createDeviceCodeStore(pool),
-      refreshTokens: createRefreshTokenStore(pool, {
-        usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
-      }),
+      refreshTokens,
       sessions: createSessionStore(pool, config.authjs),
       entitlements,
       revocations: publisher,

@@ -1,12 +1,10 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IdpContext } from '../context.ts';
 import { mayHoldAdminScope, withoutAdminUnlessAdmin } from '../scopes.ts';
-import type { Grant, NewToken } from '../store/refresh-tokens.ts';
+import { ACCESS_TTL_SECONDS, type Grant, type NewToken } from '../store/refresh-tokens.ts';
 
 // What every grant of the token endpoint shares (authorization code, refresh, device code): new refresh
 // tokens and the token response. Its own module so the grants import it rather than each other.
-
-export const ACCESS_TTL_SECONDS = 3600;
 
 export function hashRefreshToken(token: string): string {
   return createHash('sha256').update(token).digest('base64url');
