@@ -21,11 +21,12 @@ export interface SecurityStack {
   gateway: GatewayProcess;
   upstream: Upstream;
   admin: SeededUser;
-  /** An admin API call with a fresh admin token; the JSON answer and status. */
+  /** An admin API call with the admin's token; the JSON answer and status. */
   adminApi(
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
     body?: unknown,
+    // biome-ignore lint/suspicious/noExplicitAny: answers are asserted structurally by the tests
   ): Promise<{ status: number; json: any }>;
   /** A tool call through the gateway with this bearer. */
   viaGateway(accessToken: string): Promise<GatewayResponse>;

@@ -105,7 +105,7 @@ describe('revocation wins every race', () => {
       const ids = await Promise.all(targets.map((c) => familyOf(c.latest)));
       await raceLoops(
         chains,
-        30,
+        100,
         async () => {
           const answers = await Promise.all(
             ids.map((id) => stack.adminApi('DELETE', `/admin/api/sign-ins/${id}`)),
@@ -124,7 +124,7 @@ describe('revocation wins every race', () => {
       const chains = await chainsOf(u, 10);
       await raceLoops(
         chains,
-        30,
+        100,
         async () => {
           const q = new URLSearchParams({ service: 'mail', email: u.email });
           expect((await stack.adminApi('DELETE', `/admin/api/entitlements?${q}`)).status).toBe(200);
