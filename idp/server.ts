@@ -17,6 +17,7 @@ import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
+import { createBlockStore } from './store/blocks.ts';
 import { createClientStore, recordMetadataClient } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
@@ -148,6 +149,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
+      blocks: createBlockStore(pool),
       refusals: createRefusalStore(pool),
       rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,

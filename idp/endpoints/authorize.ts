@@ -3,6 +3,7 @@ import { parseCookies, parseParams, redirect } from '../../lib/http.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
+  AccessDeniedError,
   AuthorizePageError,
   ConsentRequiredError,
   InvalidClientError,
@@ -52,6 +53,7 @@ export const authorize: Endpoint = async (ctx, x) => {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
       return redirect(x.res, loginRedirect(ctx, x.url));
     }
+    if (await ctx.blocks.isBlocked(session.user.email)) throw new AccessDeniedError('the user is blocked');
     const scope = grantScope({
       requested: request.scope,
       services: ctx.config.services,
@@ -104,7 +106,7 @@ export async function issueCode(
   },
 ): Promise<void> {
   const code = randomBytes(32).toString('base64url');
-  await ctx.codes.create(hashCode(code), {
+  const created = await ctx.codes.create(hashCode(code), {
     clientId: o.client.clientId,
     userId: o.user.userId,
     subject: o.user.sub,
@@ -116,6 +118,7 @@ export async function issueCode(
     familyId: randomUUID(),
     authTime: Math.floor(Date.now() / 1000),
   });
+  if (!created) throw new AccessDeniedError('the user is blocked');
   x.log.info({ clientId: o.client.clientId, sub: o.user.sub }, 'authorization code issued');
   redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
 }
