@@ -1,6 +1,11 @@
+import type { Redis } from 'ioredis';
 import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
-import { type RevocationPublisher, SUB_CUTOFF_TTL_SECONDS } from '../lib/revocation.ts';
+import {
+  type RevocationPublisher,
+  revocationsRestoredKey,
+  SUB_CUTOFF_TTL_SECONDS,
+} from '../lib/revocation.ts';
 import { TemporarilyUnavailableError } from './errors.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import { inTransaction, type Queryable, userLockExclusive } from './store/transaction.ts';
@@ -304,4 +309,51 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       return rows.length;
     },
   };
+}
+
+/** How often each IdP checks that Redis still holds the denylist (the contract's bound is 5 s). */
+export const RESTORE_CHECK_MS = 1000;
+
+/**
+ * Keeps the denylist in Redis restored: every RESTORE_CHECK_MS the marker key is looked up; when it is missing,
+ * Redis lost its data, so the marker is set and every recorded revocation written again and published (running
+ * gateways' mirrors get the events, gateways started later read the keys). The marker is set before the replay,
+ * so a loss during the replay removes it again and the next check replays again; a failed replay removes it.
+ * `check(true)` replays whatever the marker says: at start-up and at every (re)connection, when a publication
+ * may have failed while Redis was away. Replicas may replay together: writes only ever move a cut-off later.
+ */
+export function keepDenylistRestored(o: {
+  redis: Redis;
+  issuer: string;
+  replay: () => Promise<number>;
+  log: Logger;
+}): { check: (force?: boolean) => Promise<void>; stop: () => void } {
+  const key = revocationsRestoredKey(o.issuer);
+  let running: Promise<void> | undefined;
+  const once = async (force: boolean) => {
+    const set = await o.redis.set(key, new Date().toISOString(), 'NX');
+    if (set !== 'OK' && !force) return;
+    try {
+      const n = await o.replay();
+      o.log.info({ entries: n }, 'revocations replayed to the denylist');
+    } catch (err) {
+      await o.redis.del(key).catch(() => {});
+      throw err;
+    }
+  };
+  const check = (force = false) => {
+    running ??= once(force)
+      .catch((err: Error) =>
+        o.log.warn({ err: { message: err.message } }, 'revocations could not be replayed yet'),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+    return running;
+  };
+  const timer = setInterval(() => {
+    if (o.redis.status === 'ready') void check();
+  }, RESTORE_CHECK_MS);
+  timer.unref();
+  return { check, stop: () => clearInterval(timer) };
 }
