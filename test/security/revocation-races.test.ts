@@ -138,6 +138,7 @@ describe('revocation wins every race', () => {
   }, 120_000);
 
   it('revoke-user while 20 codes are being exchanged: no exchange yields a token any gateway accepts', async () => {
+    const report: string[] = [];
     for (let run = 0; run < RUNS; run++) {
       const u = await victim();
       const codes = await Promise.all(
@@ -164,11 +165,15 @@ describe('revocation wins every race', () => {
           });
         else expect(r.json.error).toBe('invalid_grant');
       }
-      expect(await survivors(stack, chains)).toEqual([]);
+      const left = await survivors(stack, chains);
+      report.push(`run ${run}: ${chains.length} issued before the revocation, ${left.length} survivors`);
+      expect(left, report.join('\n')).toEqual([]);
     }
+    console.log(report.join('\n'));
   }, 120_000);
 
   it('revoke-user while approved device codes are being exchanged: no exchange yields a token any gateway accepts', async () => {
+    const report: string[] = [];
     for (let run = 0; run < RUNS; run++) {
       const u = await victim();
       const devices = await Promise.all(
@@ -198,7 +203,10 @@ describe('revocation wins every race', () => {
           });
         else expect(r.json.error).toBe('invalid_grant');
       }
-      expect(await survivors(stack, chains)).toEqual([]);
+      const left = await survivors(stack, chains);
+      report.push(`run ${run}: ${chains.length} issued before the revocation, ${left.length} survivors`);
+      expect(left, report.join('\n')).toEqual([]);
     }
+    console.log(report.join('\n'));
   }, 120_000);
 });
