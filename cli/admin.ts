@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { AdminApi, type Query } from './admin/api.ts';
+import { registerBlockCommands } from './admin/blocks.ts';
 import { registerEntitlementCommands } from './admin/entitlements.ts';
 import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
 import { CliError } from './client/errors.ts';
@@ -59,6 +60,7 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
   };
 
   registerEntitlementCommands({ command, act, io });
+  registerBlockCommands({ command, act, io });
 
   command(
     'revoke-user',

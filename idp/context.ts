@@ -8,6 +8,7 @@ import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
 import type { AdminAuditStore } from './store/admin-audit.ts';
+import type { BlockStore } from './store/blocks.ts';
 import type { ClientStore } from './store/clients.ts';
 import type { CodeStore } from './store/codes.ts';
 import type { ConsentStore } from './store/consents.ts';
@@ -37,6 +38,8 @@ export interface IdpContext {
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;
+  /** Blocked users (read; block and unblock go through `revocation`). */
+  blocks: BlockStore;
   /** Refused grants and consents (the console's chart and the audit's `refused` rows). */
   refusals: RefusalStore;
   rateLimiter: RateLimiter;

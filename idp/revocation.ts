@@ -1,7 +1,14 @@
+import type { Redis } from 'ioredis';
 import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
-import { type RevocationPublisher, SUB_CUTOFF_TTL_SECONDS } from '../lib/revocation.ts';
+import {
+  type RevocationPublisher,
+  revocationsRestoredKey,
+  SUB_CUTOFF_TTL_SECONDS,
+} from '../lib/revocation.ts';
 import { TemporarilyUnavailableError } from './errors.ts';
+import type { RefreshTokenStore } from './store/refresh-tokens.ts';
+import { inTransaction, type Queryable, userLockExclusive } from './store/transaction.ts';
 
 /** The longest an access token of any issuer we front lives, plus leeway: how long an unknown jti is denied. */
 export const UNKNOWN_JTI_DENY_SECONDS = 24 * 3600;
@@ -22,7 +29,13 @@ export interface RevokeUserResult {
   cutoff: number;
   subjects: string[];
   refreshFamilies: number;
+  /** Authorization codes and approved device codes consumed before they were redeemed. */
   codes: number;
+}
+
+export interface BlockResult extends RevokeUserResult {
+  /** False when the user was blocked already (the revocation is made again all the same). */
+  created: boolean;
 }
 
 export interface TokenClaimsForCheck {
@@ -40,14 +53,22 @@ export interface TokenClaimsForCheck {
 export interface RevocationService {
   revokeToken(o: { jti: string; by: string; exp?: number }): Promise<RevokeTokenResult>;
   revokeUser(o: { email: string; by: string }): Promise<RevokeUserResult>;
+  /** revoke-user and the block record, in one transaction (docs/idp.md § Blocking). */
+  block(o: { email: string; by: string }): Promise<BlockResult>;
+  /** Removes the block; tokens revoked by it stay revoked. False when the user was not blocked. */
+  unblock(o: { email: string }): Promise<boolean>;
   /**
    * Cut-offs only (an ungrant): the subjects' and the email's live access tokens are refused; refresh tokens
    * stay valid, so the clients refresh and get what the user is entitled to now.
    */
   cutOff(o: { email: string; subjects: readonly string[]; by: string }): Promise<{ cutoff: number }>;
-  /** One sign-in (refresh-token family); its access tokens live out their hour. Returns tokens revoked. */
-  revokeFamily(o: { familyId: string; by: string; reason?: string }): Promise<number>;
-  /** Whether a token this provider issued is revoked (jti, subject cut-off or email cut-off). */
+  /**
+   * One sign-in (refresh-token family): its refresh tokens and its live access tokens (denied by jti). Returns
+   * the refresh tokens revoked. `quiet`: a revocation the provider makes on its own (a replayed code, refresh
+   * token reuse): a failure to publish is logged, not thrown (the next replay publishes it).
+   */
+  revokeFamily(o: { familyId: string; by: string; reason?: string; quiet?: boolean }): Promise<number>;
+  /** Whether a token this provider issued is revoked (jti, subject or email cut-off, or a blocked user). */
   isRevoked(claims: TokenClaimsForCheck): Promise<boolean>;
   /** Writes every live revocation to the denylist again; returns how many entries were written. */
   replay(): Promise<number>;
@@ -59,9 +80,47 @@ export interface RevocationServiceOptions {
   log: Logger;
   /** The web application's users table (quoted), when present: finds a user's id by email. */
   usersTable?: string;
+  refreshTokens: Pick<RefreshTokenStore, 'revokeFamilies'>;
 }
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
+
+/**
+ * Records an email cut-off and one per subject, all at the database clock read by this statement: after every
+ * lock the revocation took (docs/idp.md § Revocation), so every token issued before has `iat` <= it.
+ */
+async function recordCutoffs(db: Queryable, email: string, subjects: readonly string[], by: string) {
+  const { rows } = await db.query<{ cutoff: string }>(
+    `WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()))::bigint AS cutoff)
+     INSERT INTO platform.revocations (kind, value, cutoff, expires_at, revoked_by)
+     SELECT k, v, c.cutoff, to_timestamp(c.cutoff + $3), $4 FROM unnest($1::text[], $2::text[]) AS t(k, v), c
+     RETURNING cutoff`,
+    [['email', ...subjects.map(() => 'sub')], [email, ...subjects], SUB_CUTOFF_TTL_SECONDS, by],
+  );
+  return Number(rows[0]!.cutoff);
+}
+
+/** Records a jti denial for every live access token issued from the families (not denied already). */
+async function denyFamilyAccessTokens(db: Queryable, familyIds: readonly string[], by: string) {
+  const { rows } = await db.query<{ jti: string; exp: string }>(
+    `INSERT INTO platform.revocations (kind, value, known, expires_at, revoked_by)
+     SELECT 'jti', a.jti::text, true, a.expires_at, $2 FROM platform.issuance_audit a
+      WHERE a.family_id = ANY($1::uuid[]) AND a.expires_at > now()
+        AND NOT EXISTS (SELECT 1 FROM platform.revocations v WHERE v.kind = 'jti' AND v.value = a.jti::text)
+     RETURNING value AS jti, extract(epoch FROM expires_at)::bigint AS exp`,
+    [familyIds, by],
+  );
+  return rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) }));
+}
+
+/** Runs `fn` over `items` with at most 16 at a time (a large denylist written without flooding Redis). */
+async function eachBounded<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  const worker = async () => {
+    for (let x = queue.shift(); x !== undefined; x = queue.shift()) await fn(x);
+  };
+  await Promise.all(Array.from({ length: Math.min(16, items.length) }, worker));
+}
 
 export function createRevocationService(o: RevocationServiceOptions): RevocationService {
   const { pool, publisher, log } = o;
@@ -81,6 +140,71 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
   const userIdsByEmail = o.usersTable
     ? `SELECT id::text AS id FROM ${o.usersTable} WHERE lower(trim(email)) = $1`
     : undefined;
+
+  /**
+   * revoke-user (and block): one transaction that first takes the user's lock exclusively, so every issuance
+   * from a code already under way has committed and none starts until this commits; then consumes the open
+   * codes, revokes the families (waiting for rotations in flight) and records the cut-offs last.
+   */
+  async function revokeUser(email: string, by: string, block: true): Promise<BlockResult>;
+  async function revokeUser(email: string, by: string, block: false): Promise<RevokeUserResult>;
+  async function revokeUser(email: string, by: string, block: boolean): Promise<BlockResult> {
+    const e = email.trim().toLowerCase();
+    const result = await inTransaction(pool, async (tx) => {
+      await tx.query(`SELECT ${userLockExclusive('$1::text')}`, [e]);
+      const created = block
+        ? ((
+            await tx.query(
+              `INSERT INTO platform.user_blocks (email, blocked_by) VALUES ($1, $2) ON CONFLICT (email) DO NOTHING`,
+              [e, by],
+            )
+          ).rowCount ?? 0) === 1
+        : false;
+      const userIds = userIdsByEmail
+        ? (await tx.query<{ id: string }>(userIdsByEmail, [e])).rows.map((r) => r.id)
+        : [];
+      const codes = await tx.query(
+        `UPDATE platform.oauth_codes SET consumed_at = now(), revoked_at = now()
+          WHERE consumed_at IS NULL AND expires_at > now() AND (email = $1 OR user_id = ANY($2))`,
+        [e, userIds],
+      );
+      const devices = await tx.query(
+        `UPDATE platform.device_codes SET consumed_at = now(), revoked_at = now()
+          WHERE status = 'approved' AND consumed_at IS NULL AND expires_at > now() AND (email = $1 OR user_id = ANY($2))`,
+        [e, userIds],
+      );
+      const { rows: subs } = await tx.query<{ subject: string }>(
+        `SELECT subject FROM platform.refresh_families WHERE revoked_at IS NULL AND (email = $1 OR user_id = ANY($2))
+         UNION SELECT subject FROM platform.issuance_audit
+                WHERE email = $1 AND issued_at > now() - make_interval(secs => $3)
+         UNION SELECT subject FROM platform.oauth_codes WHERE revoked_at IS NOT NULL AND (email = $1 OR user_id = ANY($2))
+                  AND expires_at > now()`,
+        [e, userIds, RECENT_ISSUANCE_SECONDS],
+      );
+      const found = subs.map((r) => r.subject);
+      const families = await o.refreshTokens.revokeFamilies(
+        tx,
+        { email: e, userIds, subjects: found },
+        block ? 'blocked' : 'revoke-user',
+      );
+      const subjects = [...new Set([...found, ...families.subjects])].sort();
+      const cutoff = await recordCutoffs(tx, e, subjects, by);
+      return {
+        email: e,
+        cutoff,
+        subjects,
+        refreshFamilies: families.familyIds.length,
+        codes: (codes.rowCount ?? 0) + (devices.rowCount ?? 0),
+        created,
+      };
+    });
+    await publish('user', async () => {
+      await publisher.denyEmail(e, result.cutoff);
+      for (const s of result.subjects) await publisher.denySubject(s, result.cutoff);
+    });
+    log.info({ email: e, subjects: result.subjects, by, block }, block ? 'user blocked' : 'user revoked');
+    return result;
+  }
 
   return {
     async revokeToken({ jti, by, exp }) {
@@ -110,77 +234,23 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       return { jti: id, known, expiresAt: new Date(until * 1000) };
     },
 
-    async revokeUser({ email, by }) {
-      const e = email.trim().toLowerCase();
-      const cutoff = nowSeconds();
-      const client = await pool.connect();
-      let result: RevokeUserResult;
-      try {
-        await client.query('BEGIN');
-        const userIds = userIdsByEmail
-          ? (await client.query<{ id: string }>(userIdsByEmail, [e])).rows.map((r) => r.id)
-          : [];
-        const { rows: subs } = await client.query<{ subject: string }>(
-          `SELECT subject FROM platform.refresh_tokens WHERE revoked_at IS NULL AND (email = $1 OR user_id = ANY($2))
-           UNION SELECT subject FROM platform.issuance_audit
-                  WHERE email = $1 AND issued_at > now() - make_interval(secs => $3)
-           UNION SELECT subject FROM platform.oauth_codes WHERE consumed_at IS NULL AND (email = $1 OR user_id = ANY($2))`,
-          [e, userIds, RECENT_ISSUANCE_SECONDS],
-        );
-        const subjects = subs.map((r) => r.subject).sort();
-        const families = await client.query<{ family_id: string }>(
-          `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'revoke-user'
-            WHERE revoked_at IS NULL AND (email = $1 OR user_id = ANY($2) OR subject = ANY($3))
-        RETURNING family_id`,
-          [e, userIds, subjects],
-        );
-        const codes = await client.query(
-          `UPDATE platform.oauth_codes SET consumed_at = now(), revoked_at = now()
-            WHERE consumed_at IS NULL AND expires_at > now() AND (email = $1 OR user_id = ANY($2))`,
-          [e, userIds],
-        );
-        const until = cutoff + SUB_CUTOFF_TTL_SECONDS;
-        await client.query(
-          `INSERT INTO platform.revocations (kind, value, cutoff, expires_at, revoked_by)
-           SELECT k, v, $3, to_timestamp($4), $5 FROM unnest($1::text[], $2::text[]) AS t(k, v)`,
-          [['email', ...subjects.map(() => 'sub')], [e, ...subjects], cutoff, until, by],
-        );
-        await client.query('COMMIT');
-        result = {
-          email: e,
-          cutoff,
-          subjects,
-          refreshFamilies: new Set(families.rows.map((r) => r.family_id)).size,
-          codes: codes.rowCount ?? 0,
-        };
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
-      await publish('user', async () => {
-        await publisher.denyEmail(e, cutoff);
-        for (const s of result.subjects) await publisher.denySubject(s, cutoff);
-      });
-      log.info({ email: e, subjects: result.subjects, by }, 'user revoked');
-      return result;
+    revokeUser: ({ email, by }) => revokeUser(email, by, false),
+
+    async block({ email, by }) {
+      return revokeUser(email, by, true);
+    },
+
+    async unblock({ email }) {
+      const { rowCount } = await pool.query('DELETE FROM platform.user_blocks WHERE email = $1', [
+        email.trim().toLowerCase(),
+      ]);
+      return rowCount === 1;
     },
 
     async cutOff({ email, subjects, by }) {
+      // Called after the ungrant committed: the clock is read after it (docs/idp.md § Revocation).
       const e = email.trim().toLowerCase();
-      const cutoff = nowSeconds();
-      await pool.query(
-        `INSERT INTO platform.revocations (kind, value, cutoff, expires_at, revoked_by)
-         SELECT k, v, $3, to_timestamp($4), $5 FROM unnest($1::text[], $2::text[]) AS t(k, v)`,
-        [
-          ['email', ...subjects.map(() => 'sub')],
-          [e, ...subjects],
-          cutoff,
-          cutoff + SUB_CUTOFF_TTL_SECONDS,
-          by,
-        ],
-      );
+      const cutoff = await recordCutoffs(pool, e, subjects, by);
       await publish('cut-off', async () => {
         await publisher.denyEmail(e, cutoff);
         for (const s of subjects) await publisher.denySubject(s, cutoff);
@@ -189,14 +259,26 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       return { cutoff };
     },
 
-    async revokeFamily({ familyId, by, reason }) {
-      const r = await pool.query(
-        `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = $2
-          WHERE family_id = $1 AND revoked_at IS NULL`,
-        [familyId, reason ?? `revoked by ${by}`],
-      );
-      log.info({ familyId, by }, 'sign-in revoked');
-      return r.rowCount ?? 0;
+    async revokeFamily({ familyId, by, reason, quiet }) {
+      const { tokens, jtis } = await inTransaction(pool, async (tx) => {
+        const f = await o.refreshTokens.revokeFamilies(
+          tx,
+          { familyIds: [familyId] },
+          reason ?? `revoked by ${by}`,
+        );
+        // After the family rows: every access token a rotation committed before the lock is in the audit now.
+        return { tokens: f.tokens, jtis: await denyFamilyAccessTokens(tx, [familyId], by) };
+      });
+      const send = () => eachBounded(jtis, (j) => publisher.denyJti(j.jti, j.exp));
+      if (quiet) {
+        await send().catch((err: Error) =>
+          log.warn({ err: { message: err.message }, familyId }, 'sign-in revoked, not yet published'),
+        );
+      } else {
+        await publish('sign-in', send);
+      }
+      log.info({ familyId, by, accessTokens: jtis.length }, 'sign-in revoked');
+      return tokens;
     },
 
     async isRevoked(c) {
@@ -207,7 +289,8 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
                   WHERE expires_at > now()
                     AND ((kind = 'jti' AND value = $1)
                       OR (kind = 'sub' AND value = $2 AND cutoff >= $4)
-                      OR (kind = 'email' AND value = $3 AND cutoff >= $4))) AS revoked`,
+                      OR (kind = 'email' AND value = $3 AND cutoff >= $4)))
+               OR EXISTS (SELECT 1 FROM platform.user_blocks WHERE email = $3) AS revoked`,
         values: [c.jti.toLowerCase(), c.sub, (c.email ?? '').trim().toLowerCase(), c.iat],
       });
       return rows[0]?.revoked === true;
@@ -218,17 +301,59 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         `SELECT kind, value, max(cutoff) AS cutoff, extract(epoch FROM max(expires_at))::bigint AS exp
            FROM platform.revocations WHERE expires_at > now() GROUP BY kind, value`,
       );
-      // Bounded concurrency: a large denylist is replayed quickly without flooding the connection.
-      const queue = [...rows];
-      const worker = async () => {
-        for (let r = queue.shift(); r; r = queue.shift()) {
-          if (r.kind === 'jti') await publisher.denyJti(r.value, Number(r.exp));
-          else if (r.kind === 'sub') await publisher.denySubject(r.value, Number(r.cutoff));
-          else if (r.kind === 'email') await publisher.denyEmail(r.value, Number(r.cutoff));
-        }
-      };
-      await Promise.all(Array.from({ length: Math.min(16, rows.length) }, worker));
+      await eachBounded(rows, async (r) => {
+        if (r.kind === 'jti') await publisher.denyJti(r.value, Number(r.exp));
+        else if (r.kind === 'sub') await publisher.denySubject(r.value, Number(r.cutoff));
+        else if (r.kind === 'email') await publisher.denyEmail(r.value, Number(r.cutoff));
+      });
       return rows.length;
     },
   };
+}
+
+/** How often each IdP checks that Redis still holds the denylist (the contract's bound is 5 s). */
+export const RESTORE_CHECK_MS = 1000;
+
+/**
+ * Keeps the denylist in Redis restored: every RESTORE_CHECK_MS the marker key is looked up; when it is missing,
+ * Redis lost its data, so the marker is set and every recorded revocation written again and published (running
+ * gateways' mirrors get the events, gateways started later read the keys). The marker is set before the replay,
+ * so a loss during the replay removes it again and the next check replays again; a failed replay removes it.
+ * `check(true)` replays whatever the marker says: at start-up and at every (re)connection, when a publication
+ * may have failed while Redis was away. Replicas may replay together: writes only ever move a cut-off later.
+ */
+export function keepDenylistRestored(o: {
+  redis: Redis;
+  issuer: string;
+  replay: () => Promise<number>;
+  log: Logger;
+}): { check: (force?: boolean) => Promise<void>; stop: () => void } {
+  const key = revocationsRestoredKey(o.issuer);
+  let running: Promise<void> | undefined;
+  const once = async (force: boolean) => {
+    const set = await o.redis.set(key, new Date().toISOString(), 'NX');
+    if (set !== 'OK' && !force) return;
+    try {
+      const n = await o.replay();
+      o.log.info({ entries: n }, 'revocations replayed to the denylist');
+    } catch (err) {
+      await o.redis.del(key).catch(() => {});
+      throw err;
+    }
+  };
+  const check = (force = false) => {
+    running ??= once(force)
+      .catch((err: Error) =>
+        o.log.warn({ err: { message: err.message } }, 'revocations could not be replayed yet'),
+      )
+      .finally(() => {
+        running = undefined;
+      });
+    return running;
+  };
+  const timer = setInterval(() => {
+    if (o.redis.status === 'ready') void check();
+  }, RESTORE_CHECK_MS);
+  timer.unref();
+  return { check, stop: () => clearInterval(timer) };
 }

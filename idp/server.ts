@@ -15,9 +15,10 @@ import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
-import { createRevocationService, type RevocationService } from './revocation.ts';
+import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
 import { createAdminAuditStore } from './store/admin-audit.ts';
+import { createBlockStore } from './store/blocks.ts';
 import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
@@ -109,11 +110,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         { table: config.authjs.usersTable },
         'users table not found: deleted users are not detected on refresh',
       );
+    const refreshTokens = createRefreshTokenStore(pool, {
+      usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
+    });
     const revocation = createRevocationService({
       pool,
       publisher,
       log: log.child({ component: 'revocation' }),
       usersTable: idType ? ident(config.authjs.usersTable) : undefined,
+      refreshTokens,
     });
     const limiter = createRateLimiter({
       issuer: config.issuer,
@@ -136,14 +141,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
       deviceCodes: createDeviceCodeStore(pool),
-      refreshTokens: createRefreshTokenStore(pool, {
-        usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
-      }),
+      refreshTokens,
       sessions: createSessionStore(pool, config.authjs),
       entitlements,
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),
+      blocks: createBlockStore(pool),
       refusals: createRefusalStore(pool),
       rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,
@@ -158,10 +162,20 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       .catch((err: Error) =>
         log.warn({ err: { message: err.message } }, 'signing keys not recorded (run platform migrate)'),
       );
+    let restorer: ReturnType<typeof keepDenylistRestored> | undefined;
     if (redis) {
-      // Every (re)connection: Redis may have come back empty (restarted, flushed, failed over).
-      redis.on('ready', () => void replayRevocations(revocation, log));
-      if (redis.status === 'ready') await replayRevocations(revocation, log);
+      // Redis may lose its data with or without the connection dropping (restarted, flushed, failed over): a
+      // marker key checked every second says when to write the denylist again; at start-up and at every
+      // (re)connection it is written whatever the marker says.
+      restorer = keepDenylistRestored({
+        redis,
+        issuer: config.issuer,
+        replay: () => revocation.replay(),
+        log,
+      });
+      const r = restorer;
+      redis.on('ready', () => void r.check(true));
+      if (redis.status === 'ready') await r.check(true);
     } else {
       // The in-process store starts empty on every start (platform dev): fill it before serving.
       await replayRevocations(revocation, log);
@@ -194,6 +208,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       url: `http://127.0.0.1:${addr.port}`,
       async close(opts = {}) {
         stopPurge();
+        restorer?.stop();
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await metadataClients.close();

@@ -8,6 +8,12 @@ export const denyJtiKey = (jti: string) => `platform:deny:jti:${jti.toLowerCase(
 export const denySubKey = (sub: string) => `platform:deny:sub:${sub}`;
 export const denyEmailKey = (email: string) => `platform:deny:email:${email.trim().toLowerCase()}`;
 export const jwksKey = (issuer: string) => `platform:jwks:${issuer}`;
+/**
+ * Set by an IdP once it has written the recorded revocations to Redis; its absence means Redis lost its data
+ * (restart, FLUSHALL, failover) and the denylist must be written again. Per issuer, like the rate-limit keys,
+ * so two deployments sharing one Redis each restore their own.
+ */
+export const revocationsRestoredKey = (issuer: string) => `platform:revocations:restored:${issuer}`;
 /** A subject cut-off is kept this long past the cut-off: by then every token issued before it has expired. */
 export const SUB_CUTOFF_TTL_SECONDS = 3600;
 

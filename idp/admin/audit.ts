@@ -9,7 +9,7 @@ import {
   type AuditPosition,
   readAudit,
 } from '../store/audit.ts';
-import type { AdminHandler, AdminRequest } from './router.ts';
+import type { AdminHandler, AdminRequest } from './route-table.ts';
 
 const PAGE_MAX = 500;
 const PAGE_DEFAULT = 50;

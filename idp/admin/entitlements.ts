@@ -1,7 +1,7 @@
 import type { Grantee, GrantRecord } from '../entitlements/entitlements.ts';
 import { InvalidRequestError } from '../errors.ts';
 import { EMAIL } from './revoke.ts';
-import type { AdminHandler } from './router.ts';
+import type { AdminHandler } from './route-table.ts';
 
 // /admin/api/entitlements (docs/idp.md § Entitlements):
 //   GET    ?email=E              → {"mode", "items": [grant…]} or, with email, that user's roles, grants, services

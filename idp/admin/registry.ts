@@ -1,6 +1,6 @@
 import { CONSENT_EXEMPT_CLIENTS } from '../consent.ts';
 import { createKeyPublicationStore } from '../store/signing-keys.ts';
-import type { AdminHandler } from './router.ts';
+import type { AdminHandler } from './route-table.ts';
 
 type ClientKind = 'builtin' | 'registered' | 'metadata';
 

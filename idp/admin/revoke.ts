@@ -1,5 +1,5 @@
 import { InvalidRequestError } from '../errors.ts';
-import type { AdminHandler } from './router.ts';
+import type { AdminHandler } from './route-table.ts';
 
 // A token id as issuers write them: printable, no white space (Entra `uti`s are base64url, ours are UUIDs).
 const TOKEN_ID = /^[\x21-\x7E]{1,256}$/;

@@ -1,8 +1,9 @@
 import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
+import { blockRoute, listBlocksRoute, unblockRoute } from './blocks.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
 import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
-import type { AdminRoute } from './router.ts';
+import type { AdminRoute } from './route-table.ts';
 import { revokeSignInRoute, searchUsersRoute, userRoute, withdrawConsentRoute } from './users.ts';
 
 /**
@@ -13,6 +14,9 @@ import { revokeSignInRoute, searchUsersRoute, userRoute, withdrawConsentRoute } 
 export const adminRoutes: readonly AdminRoute[] = [
   { method: 'POST', path: '/admin/api/revoke-token', action: 'revoke-token', handler: revokeTokenRoute },
   { method: 'POST', path: '/admin/api/revoke-user', action: 'revoke-user', handler: revokeUserRoute },
+  { method: 'POST', path: '/admin/api/block', action: 'block', handler: blockRoute },
+  { method: 'POST', path: '/admin/api/unblock', action: 'unblock', handler: unblockRoute },
+  { method: 'GET', path: '/admin/api/blocks', action: 'read-blocks', handler: listBlocksRoute },
   { method: 'GET', path: '/admin/api/audit', action: 'read-audit', handler: auditPage },
   { method: 'GET', path: '/admin/api/audit.jsonl', action: 'export-audit', handler: auditExport('jsonl') },
   { method: 'GET', path: '/admin/api/audit.csv', action: 'export-audit', handler: auditExport('csv') },

@@ -2,7 +2,7 @@ import type { Pool } from '../../lib/db.ts';
 import { ident } from '../../lib/db.ts';
 import { InvalidRequestError, NotFoundError } from '../errors.ts';
 import { EMAIL } from './revoke.ts';
-import type { AdminHandler } from './router.ts';
+import type { AdminHandler } from './route-table.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -58,17 +58,19 @@ async function userExists(pool: Pool, usersTable: string, email: string): Promis
   return (r.rowCount ?? 0) > 0;
 }
 
-/** GET /admin/api/users/:email → {"email", "subjects", "sign_ins", "consents"} (each consent's services and scopes). */
+/** GET /admin/api/users/:email → {"email", "blocked", "subjects", "sign_ins", "consents"} (each consent's services and scopes). */
 export const userRoute: AdminHandler = async ({ ctx, params }) => {
   const email = emailParam(params.email);
-  const [subs, sessions, consents] = await Promise.all([
+  const [subs, sessions, consents, block] = await Promise.all([
     subjects(ctx.pool, email),
     signIns(ctx.pool, email),
     ctx.consents.list({ email }),
+    ctx.blocks.find(email),
   ]);
   if (
     subs.length === 0 &&
     consents.length === 0 &&
+    !block &&
     !(await userExists(ctx.pool, ctx.config.authjs.usersTable, email))
   ) {
     throw new NotFoundError(`no user with the email ${email}`);
@@ -76,6 +78,7 @@ export const userRoute: AdminHandler = async ({ ctx, params }) => {
   return {
     body: {
       email,
+      blocked: block ? { blocked_by: block.blockedBy, blocked_at: block.blockedAt.toISOString() } : null,
       subjects: subs,
       sign_ins: sessions.map((s) => ({
         id: s.id,

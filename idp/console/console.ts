@@ -10,8 +10,8 @@ import {
   checkQuery,
   compilePath,
   matchRoute,
-  runAdmin,
-} from '../admin/router.ts';
+} from '../admin/route-table.ts';
+import { runAdmin } from '../admin/router.ts';
 import { csrfToken, csrfTokenValid } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { OAuthError } from '../errors.ts';

@@ -171,6 +171,7 @@ export const usersView: ConsoleHandler = async (r) => {
 
 interface UserBody {
   email: string;
+  blocked: { blocked_by: string; blocked_at: string } | null;
   subjects: string[];
   sign_ins: Array<{ id: string; client_id: string; created_at: string; last_used_at: string }>;
   consents: Array<{
@@ -258,8 +259,10 @@ export const userView: ConsoleHandler = async (r) => {
     'users',
     html`<section class="card"><div class="row"><h1>${user.email}</h1><span class="spacer"></span>
 <a class="button" href="/admin/audit?${new URLSearchParams({ email: user.email }).toString()}">Audit of this user</a>
-${form('revoke-all', html``, html`<button type="submit" class="danger strong">Revoke all sign-ins and tokens</button>`)}</div>
-<p class="muted small">Subjects: ${user.subjects.length ? user.subjects.join(', ') : 'none yet'}. “Revoke all” cuts every token issued to this email so far and ends every sign-in.</p></section>
+${form('revoke-all', html``, html`<button type="submit" class="danger strong">Revoke all sign-ins and tokens</button>`)}
+${user.blocked ? form('unblock', html``, html`<button type="submit">Unblock</button>`) : form('block', html``, html`<button type="submit" class="danger strong">Block</button>`)}</div>
+${user.blocked ? html`<p><span class="badge">blocked</span> by ${user.blocked.blocked_by}, ${when(user.blocked.blocked_at)}: no sign-in, refresh or device approval until unblocked.</p>` : html``}
+<p class="muted small">Subjects: ${user.subjects.length ? user.subjects.join(', ') : 'none yet'}. “Revoke all” cuts every token issued to this email so far and ends every sign-in; “Block” does the same and refuses every new one until “Unblock”.</p></section>
 <section class="card"><h2>Entitlements</h2>${entitlements}</section>
 <section class="card"><h2>Active sign-ins</h2>${signIns}</section>
 <section class="card"><h2>Consents</h2>${consents}</section>`,
@@ -274,6 +277,19 @@ export const revokeAllAction: ConsoleHandler = (r) =>
     });
     return `Revoked every token of ${out.email} and ${out.refresh_families} sign-in(s).`;
   });
+
+/** POST /admin/users/:email/block and /unblock → POST block / unblock. */
+export function blockAction(kind: 'block' | 'unblock'): ConsoleHandler {
+  return (r) =>
+    act(r, userPath(r.params.email ?? ''), async () => {
+      const out = await r.api<{ email: string; refresh_families?: number }>('POST', `/admin/api/${kind}`, {
+        body: { email: r.params.email },
+      });
+      return kind === 'block'
+        ? `Blocked ${out.email}: every token revoked, ${out.refresh_families} sign-in(s) ended, no new sign-in until unblocked.`
+        : `Unblocked ${out.email}: the user may sign in again.`;
+    });
+}
 
 /** POST /admin/users/:email/sign-ins/:id/revoke → DELETE sign-ins/:id. */
 export const revokeSignInAction: ConsoleHandler = (r) =>

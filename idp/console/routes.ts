@@ -2,6 +2,7 @@ import type { ConsoleRoute } from './console.ts';
 import {
   auditExportView,
   auditView,
+  blockAction,
   clientsView,
   entitlementAction,
   homeView,
@@ -25,6 +26,8 @@ export const consoleRoutes: readonly ConsoleRoute[] = [
   { method: 'GET', path: '/admin/users', handler: usersView },
   { method: 'GET', path: '/admin/users/:email', handler: userView },
   { method: 'POST', path: '/admin/users/:email/revoke-all', handler: revokeAllAction },
+  { method: 'POST', path: '/admin/users/:email/block', handler: blockAction('block') },
+  { method: 'POST', path: '/admin/users/:email/unblock', handler: blockAction('unblock') },
   { method: 'POST', path: '/admin/users/:email/grant', handler: entitlementAction('grant') },
   { method: 'POST', path: '/admin/users/:email/ungrant', handler: entitlementAction('ungrant') },
   { method: 'POST', path: '/admin/users/:email/sign-ins/:id/revoke', handler: revokeSignInAction },

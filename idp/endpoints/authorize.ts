@@ -4,6 +4,7 @@ import { countedFetches } from '../cimd/index.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import {
+  AccessDeniedError,
   AuthorizePageError,
   ConsentRequiredError,
   InvalidClientError,
@@ -68,6 +69,7 @@ export const authorize: Endpoint = async (ctx, x) => {
         throw new LoginRequiredError('the sign-in is older than max_age, or of unknown age');
       return signIn();
     }
+    if (await ctx.blocks.isBlocked(session.user.email)) throw new AccessDeniedError('the user is blocked');
     const scope = grantScope({
       requested: request.scope,
       services: ctx.config.services,
@@ -149,7 +151,7 @@ export async function issueCode(
 ): Promise<void> {
   const code = randomBytes(32).toString('base64url');
   const user = o.session.user;
-  await ctx.codes.create(hashCode(code), {
+  const created = await ctx.codes.create(hashCode(code), {
     clientId: o.client.clientId,
     userId: user.userId,
     subject: user.sub,
@@ -162,6 +164,7 @@ export async function issueCode(
     familyId: randomUUID(),
     authTime: o.session.signIn.authTime,
   });
+  if (!created) throw new AccessDeniedError('the user is blocked');
   x.log.info({ clientId: o.client.clientId, sub: user.sub }, 'authorization code issued');
   redirect(x.res, withParams(o.redirectUri, { code, state: o.state, iss: ctx.config.issuer }));
 }

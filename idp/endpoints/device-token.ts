@@ -2,10 +2,11 @@ import type { Logger } from '../../lib/logger.ts';
 import type { IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { InvalidGrantError, InvalidRequestError, OAuthError } from '../errors.ts';
-import { adminPowers, withinPowers } from '../scopes.ts';
+import { adminPowers, entitledScope, withinPowers } from '../scopes.ts';
 import type { Grant } from '../store/refresh-tokens.ts';
+import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
-import { ACCESS_TTL_SECONDS, newRefreshToken, tokenResponse } from './token.ts';
+import { newRefreshToken, tokenResponse } from './token-response.ts';
 
 /**
  * The device_code grant (RFC 8628 §3.4–3.5): each poll answers authorization_pending, slow_down (polling
@@ -22,14 +23,59 @@ export async function deviceCodeGrant(
   const code = form.get('device_code');
   if (!code) throw new InvalidRequestError('device_code is missing');
   if (code.length > 256) throw new InvalidGrantError('device code is invalid');
-  const outcome = await ctx.deviceCodes.poll(hashDeviceSecret(code), clientId);
+  const hash = hashDeviceSecret(code);
+  // One transaction, as for an authorization code: the approving user's lock, the poll (which consumes an
+  // approved code), the entitlements read (grant rows locked) and the family created (docs/idp.md § Revocation).
+  const out = await inTransaction(ctx.pool, async (tx) => {
+    await ctx.deviceCodes.lockUser(tx, hash);
+    const outcome = await ctx.deviceCodes.poll(tx, hash, clientId);
+    if (outcome.kind !== 'approved') return { outcome };
+    const a = outcome.approval;
+    const scope =
+      ctx.entitlements.mode === 'managed'
+        ? entitledScope(
+            a.grantedScope,
+            await ctx.entitlements.services({ userId: a.userId, email: a.email }, tx),
+          )
+        : a.grantedScope;
+    const grant: Grant = {
+      familyId: outcome.familyId,
+      userId: a.userId,
+      subject: a.subject,
+      email: a.email,
+      clientId,
+      // Never an administrative scope through the device flow, whatever the stored approval says; the refresh
+      // token keeps this scope, so no refresh can add one either.
+      scope: withinPowers(scope, adminPowers(ctx.config, { ...a, clientId, grant: 'device_code' })),
+      authTime: a.authTime,
+      emailVerified: a.emailVerified,
+    };
+    const jti = newJti();
+    const refresh = newRefreshToken();
+    await ctx.refreshTokens.issue(tx, grant, refresh.token, {
+      jti,
+      grantType: DEVICE_CODE_GRANT,
+      iat: outcome.iat,
+    });
+    return { outcome, issued: { grant, jti, iat: outcome.iat, refresh } };
+  });
+  const { outcome } = out;
   switch (outcome.kind) {
     case 'unknown':
       throw new InvalidGrantError('device code is invalid');
     case 'wrong_client':
       throw new InvalidGrantError('device code was issued to another client');
+    case 'revoked':
+      throw new InvalidGrantError('device code was revoked');
+    case 'blocked':
+      throw new OAuthError('access_denied', 'the user is blocked');
     case 'consumed': {
-      const revoked = await ctx.refreshTokens.revokeFamily(outcome.familyId, 'device code reused');
+      const revoked = await ctx.revocation.revokeFamily({
+        familyId: outcome.familyId,
+        by: 'device code reused',
+        reason: 'device code reused',
+        quiet: true,
+      });
       log.warn({ clientId, revoked }, 'device code reused: its grant is revoked');
       throw new InvalidGrantError('device code was already used');
     }
@@ -42,28 +88,7 @@ export async function deviceCodeGrant(
     case 'denied':
       throw new OAuthError('access_denied', 'the user denied the request');
   }
-  const a = outcome.approval;
-  const grant: Grant = {
-    familyId: outcome.familyId,
-    userId: a.userId,
-    subject: a.subject,
-    email: a.email,
-    clientId,
-    // Never an administrative scope through the device flow, whatever the stored approval says; the refresh
-    // token keeps this scope, so no refresh can add one either.
-    scope: withinPowers(a.grantedScope, adminPowers(ctx.config, { ...a, clientId, grant: 'device_code' })),
-    authTime: a.authTime,
-    emailVerified: a.emailVerified,
-  };
-  const iat = Math.floor(Date.now() / 1000);
-  const jti = newJti();
-  const refresh = newRefreshToken();
-  await ctx.refreshTokens.issue(grant, refresh.token, {
-    jti,
-    grantType: DEVICE_CODE_GRANT,
-    iat,
-    exp: iat + ACCESS_TTL_SECONDS,
-  });
+  const { grant, jti, iat, refresh } = out.issued!;
   log.info({ clientId, sub: grant.subject }, 'device code exchanged');
   return tokenResponse(ctx, {
     grant,

@@ -73,6 +73,7 @@ async function findRequest(ctx: IdpContext, x: Exchange, session: WebSession, ty
 export const deviceVerification: Endpoint = async (ctx, x) => {
   const session = await webSession(ctx, x);
   if (!session) return redirect(x.res, loginRedirect(ctx, x.url));
+  await refuseBlocked(ctx, session);
   const typed = x.url.searchParams.get('user_code');
   if (typed === null || typed.trim() === '')
     return sendPage(x.res, 200, deviceEntryPage({ email: session.user.email }));
@@ -117,12 +118,19 @@ export const deviceVerification: Endpoint = async (ctx, x) => {
   );
 };
 
+/** A blocked user approves no device: a page saying so (403), whatever the code. */
+async function refuseBlocked(ctx: IdpContext, session: WebSession): Promise<void> {
+  if (await ctx.blocks.isBlocked(session.user.email))
+    throw new AuthorizePageError('access denied: this account is blocked; ask an administrator', 403);
+}
+
 /** POST /oauth/device: the decision, with a CSRF token bound to the session and the code. */
 export const deviceDecision: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req, 8 * 1024);
   const session = await webSession(ctx, x);
   if (!session)
     throw new AuthorizePageError('your sign-in session has ended; sign in and enter the code again', 403);
+  await refuseBlocked(ctx, session);
   const typed = (form.get('user_code') ?? '').slice(0, 64);
   const normalized = normalizeUserCode(typed);
   if (

@@ -2,7 +2,7 @@ import { readForm } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
 import { InvalidRequestError, UnauthorizedClientError, UnsupportedTokenTypeError } from '../errors.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
-import { hashRefreshToken } from './token.ts';
+import { hashRefreshToken } from './token-response.ts';
 
 /**
  * POST /oauth/revoke (RFC 7009). A refresh token revokes its family in the database; an access token (a JWT we
@@ -38,9 +38,18 @@ export const revoke: Endpoint = async (ctx, x) => {
     }
   } else if (token.length <= 256) {
     const hash = hashRefreshToken(token);
-    const found = await ctx.refreshTokens.revoke(hash, clientId);
-    if (found === 'other-client') throw new UnauthorizedClientError('the token was issued to another client');
-    if (found) x.log.info({ clientId: found.clientId }, 'refresh token revoked');
+    const found = await ctx.refreshTokens.familyOf(hash);
+    if (found && clientId !== undefined && found.clientId !== clientId)
+      throw new UnauthorizedClientError('the token was issued to another client');
+    if (found) {
+      // The whole sign-in: its refresh tokens and its live access tokens (RFC 7009 §2.1).
+      await ctx.revocation.revokeFamily({
+        familyId: found.familyId,
+        by: `client:${found.clientId}`,
+        reason: 'revoked',
+      });
+      x.log.info({ clientId: found.clientId }, 'refresh token revoked');
+    }
   }
   x.res.writeHead(200, { 'cache-control': 'no-store', 'content-length': 0 });
   x.res.end();

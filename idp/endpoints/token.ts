@@ -1,8 +1,10 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { PoolClient } from '../../lib/db.ts';
 import { readForm, sendJson } from '../../lib/http.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
+import type { EntitlementUser } from '../entitlements/entitlements.ts';
 import {
   InvalidClientError,
   InvalidGrantError,
@@ -12,14 +14,14 @@ import {
   UnsupportedGrantTypeError,
 } from '../errors.ts';
 import { grantTypeLabel } from '../metrics.ts';
-import { adminPowers, entitledScope, parseScope, withinPowers } from '../scopes.ts';
-import type { Grant, NewToken } from '../store/refresh-tokens.ts';
+import { entitledScope, parseScope } from '../scopes.ts';
+import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
+import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
 import { validateResource } from './resource.ts';
-
-export const ACCESS_TTL_SECONDS = 3600;
+import { hashRefreshToken, newRefreshToken, tokenResponse } from './token-response.ts';
 
 /**
  * The token endpoint's answers recorded as refusals (docs/console.md § What counts as a refusal): the grant
@@ -44,15 +46,6 @@ function presentedGrant(
   return undefined;
 }
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
-
-export function hashRefreshToken(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
-}
-
-export function newRefreshToken(): { value: string; token: NewToken } {
-  const value = randomBytes(32).toString('base64url');
-  return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
-}
 
 /** POST /oauth/token: authorization_code, refresh_token and device_code grants for public clients (no secret). */
 export const token: Endpoint = async (ctx, x) => {
@@ -108,63 +101,82 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
   if (!redirectUri) throw new InvalidRequestError('redirect_uri is missing');
   if (code.length > 256) throw new InvalidGrantError('authorization code is invalid');
 
-  const rec = await ctx.codes.consume(hashCode(code));
-  if (!rec) throw new InvalidGrantError('authorization code is invalid');
-  // Consumed by revoke-user: not a replay by the client, so its family (if any) is not the point.
-  if (rec.revoked) throw new InvalidGrantError('authorization code was revoked');
-  if (!rec.firstUse) {
+  const hash = hashCode(code);
+  const challenge = createHash('sha256').update(verifier).digest();
+  // One transaction: the user lock, the code consumed (burned by any failure below: the commit keeps that),
+  // the entitlements read (grant rows locked) and the family created (docs/idp.md § Revocation).
+  const out = await inTransaction(ctx.pool, async (tx) => {
+    const refused = (message: string, replayedFamily?: string) => ({
+      error: new InvalidGrantError(message),
+      replayedFamily,
+    });
+    if (!(await ctx.codes.lockUser(tx, hash))) return refused('authorization code is invalid');
+    const rec = await ctx.codes.consume(tx, hash);
+    if (!rec) return refused('authorization code is invalid');
+    // Consumed by revoke-user: not a replay by the client, so its family (if any) is not the point.
+    if (rec.revoked) return refused('authorization code was revoked');
     // RFC 6749 §4.1.2: a replayed code revokes what it issued.
-    await ctx.refreshTokens.revokeFamily(rec.familyId, 'authorization code replayed');
-    throw new InvalidGrantError('authorization code was already used');
+    if (!rec.firstUse) return refused('authorization code was already used', rec.familyId);
+    if (rec.expired) return refused('authorization code is expired');
+    if (rec.clientId !== clientId) return refused('authorization code was issued to another client');
+    if (rec.redirectUri !== redirectUri)
+      return refused('redirect_uri does not match the authorization request');
+    const expected = Buffer.from(rec.codeChallenge, 'base64url');
+    if (expected.length !== challenge.length || !timingSafeEqual(challenge, expected))
+      return refused('code_verifier does not match the code_challenge');
+    if (rec.blocked) return refused('the user is blocked');
+    // Managed entitlements: the grants current now (a grant withdrawn since the authorization request is left out).
+    const scope =
+      ctx.entitlements.mode === 'managed'
+        ? entitledScope(
+            rec.scope,
+            await ctx.entitlements.services({ userId: rec.userId, email: rec.email }, tx),
+          )
+        : rec.scope;
+    const grant: Grant = {
+      familyId: rec.familyId,
+      userId: rec.userId,
+      subject: rec.subject,
+      email: rec.email,
+      clientId,
+      scope,
+      authTime: rec.authTime,
+      emailVerified: rec.emailVerified,
+    };
+    const jti = newJti();
+    const refresh = newRefreshToken();
+    await ctx.refreshTokens.issue(tx, grant, refresh.token, {
+      jti,
+      grantType: 'authorization_code',
+      iat: rec.iat,
+    });
+    return { rec, grant, jti, refresh };
+  });
+  if ('error' in out) {
+    if (out.replayedFamily) {
+      await ctx.revocation.revokeFamily({
+        familyId: out.replayedFamily,
+        by: 'authorization code replayed',
+        reason: 'authorization code replayed',
+        quiet: true,
+      });
+    }
+    throw out.error;
   }
-  if (rec.expired) throw new InvalidGrantError('authorization code is expired');
-  if (rec.clientId !== clientId)
-    throw new InvalidGrantError('authorization code was issued to another client');
-  if (rec.redirectUri !== redirectUri)
-    throw new InvalidGrantError('redirect_uri does not match the authorization request');
-  const computed = createHash('sha256').update(verifier).digest();
-  const expected = Buffer.from(rec.codeChallenge, 'base64url');
-  if (expected.length !== computed.length || !timingSafeEqual(computed, expected)) {
-    throw new InvalidGrantError('code_verifier does not match the code_challenge');
-  }
-
-  // Managed entitlements: a grant withdrawn since the authorization request is already left out.
-  const scope =
-    ctx.entitlements.mode === 'managed'
-      ? entitledScope(rec.scope, await ctx.entitlements.services({ userId: rec.userId, email: rec.email }))
-      : rec.scope;
+  const { rec, grant, jti, refresh } = out;
   await noteNoService(ctx, x, {
     asked: rec.scope,
-    given: scope,
+    given: grant.scope,
     email: rec.email,
     subject: rec.subject,
     clientId,
     grantType: 'authorization_code',
-  });
-  const grant: Grant = {
-    familyId: rec.familyId,
-    userId: rec.userId,
-    subject: rec.subject,
-    email: rec.email,
-    clientId,
-    scope,
-    authTime: rec.authTime,
-    emailVerified: rec.emailVerified,
-  };
-  const iat = Math.floor(Date.now() / 1000);
-  const jti = newJti();
-  const refresh = newRefreshToken();
-  await ctx.refreshTokens.issue(grant, refresh.token, {
-    jti,
-    grantType: 'authorization_code',
-    iat,
-    exp: iat + ACCESS_TTL_SECONDS,
   });
   return tokenResponse(ctx, {
     grant,
     scope: grant.scope,
     jti,
-    iat,
+    iat: rec.iat,
     refreshToken: refresh.value,
     nonce: rec.nonce,
   });
@@ -175,46 +187,65 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
   if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
-  let narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
+  const narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
   if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
-  if (ctx.entitlements.mode === 'managed') {
-    const entitled = await entitledRefreshScope(ctx, presented, narrowed);
-    if (entitled.narrowed) {
-      await noteNoService(ctx, x, {
-        asked: entitled.asked,
-        given: entitled.scope?.join(' ') ?? '',
-        clientId,
-        grantType: 'refresh_token',
-        presented: hashRefreshToken(presented),
-      });
-    }
-    narrowed = entitled.scope;
-  }
-
-  const iat = Math.floor(Date.now() / 1000);
+  const hash = hashRefreshToken(presented);
   const jti = newJti();
   const refresh = newRefreshToken();
-  const outcome = await ctx.refreshTokens.rotate(hashRefreshToken(presented), clientId, refresh.token, {
-    jti,
-    grantType: 'refresh_token',
-    scope: narrowed?.join(' '),
-    iat,
-    exp: iat + ACCESS_TTL_SECONDS,
-  });
+  const rotate = (scope: string[] | undefined, tx?: PoolClient) =>
+    ctx.refreshTokens.rotate(
+      hash,
+      clientId,
+      refresh.token,
+      { jti, grantType: 'refresh_token', scope: scope?.join(' ') },
+      tx,
+    );
+
+  let scope = narrowed;
+  let entitled: Awaited<ReturnType<typeof entitledRefreshScope>> | undefined;
+  let outcome: RotateOutcome;
+  const holder = ctx.entitlements.mode === 'managed' ? await ctx.entitlements.refreshHolder(hash) : undefined;
+  if (holder) {
+    // Managed entitlements: read (and lock) the grants and rotate in one transaction whose start is the iat.
+    outcome = await inTransaction(ctx.pool, async (tx) => {
+      entitled = await entitledRefreshScope(ctx, holder, narrowed, tx);
+      scope = entitled.scope;
+      return rotate(scope, tx);
+    });
+  } else {
+    // Open entitlements (or an unknown token, which rotate() answers with invalid_grant): one statement.
+    outcome = await rotate(narrowed);
+  }
   if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
   if (outcome.kind === 'reuse') {
     log.warn({ sub: outcome.grant.subject, clientId }, 'refresh token reuse: family revoked');
     ctx.metrics?.refreshReuse.inc();
+    // The family is revoked; its live access tokens are denied too.
+    await ctx.revocation.revokeFamily({
+      familyId: outcome.grant.familyId,
+      by: 'refresh token reuse',
+      reason: 'reuse detected',
+      quiet: true,
+    });
     throw new InvalidGrantError('refresh token was already used; the grant is revoked');
   }
   // RFC 6749 §6: a narrower scope may be asked for, a wider one may not; the store checks it before rotating.
   if (outcome.kind === 'scope_exceeded') throw new InvalidScopeError('scope exceeds the original grant');
+  if (entitled?.narrowed) {
+    await noteNoService(ctx, x, {
+      asked: entitled.asked,
+      given: entitled.scope?.join(' ') ?? '',
+      clientId,
+      grantType: 'refresh_token',
+      presented: hash,
+    });
+  }
   const grant = outcome.grant;
   return tokenResponse(ctx, {
     grant,
-    scope: narrowed?.join(' ') ?? grant.scope,
+    scope: scope?.join(' ') ?? grant.scope,
     jti,
-    iat,
+    iat: outcome.iat,
     refreshToken: refresh.value,
     nonce: undefined,
   });
@@ -223,21 +254,19 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
 /**
  * Managed entitlements: the refreshed access token carries only the services the user is entitled to now (an
  * ungrant cuts the live tokens; this is what the client gets when it refreshes). The refresh token keeps its
- * scope, so a grant given back later returns with the next refresh.
+ * scope, so a grant given back later returns with the next refresh. Read inside the rotation's transaction.
  */
 async function entitledRefreshScope(
   ctx: IdpContext,
-  presented: string,
+  holder: EntitlementUser & { scope: string },
   asked: string[] | undefined,
+  tx: PoolClient,
 ): Promise<{ scope: string[] | undefined; asked: string; narrowed: boolean }> {
-  const holder = await ctx.entitlements.refreshHolder(hashRefreshToken(presented));
-  // An unknown token: rotate() answers invalid_grant.
-  if (!holder) return { scope: asked, asked: asked?.join(' ') ?? '', narrowed: false };
   const granted = holder.scope.split(' ');
   if (asked?.some((s) => !granted.includes(s)))
     throw new InvalidScopeError('scope exceeds the original grant');
   const wanted = (asked ?? granted).join(' ');
-  const entitled = entitledScope(wanted, await ctx.entitlements.services(holder));
+  const entitled = entitledScope(wanted, await ctx.entitlements.services(holder, tx));
   return entitled === holder.scope
     ? { scope: asked, asked: wanted, narrowed: false }
     : { scope: entitled.split(' ').filter((s) => s !== ''), asked: wanted, narrowed: true };
@@ -276,57 +305,4 @@ async function noteNoService(
     },
     x.log,
   );
-}
-
-interface TokenResponseOptions {
-  grant: Grant;
-  scope: string;
-  jti: string;
-  iat: number;
-  refreshToken: string;
-  nonce: string | undefined;
-}
-
-export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
-  const { grant, jti, iat, refreshToken, nonce } = o;
-  const exp = iat + ACCESS_TTL_SECONDS;
-  const { issuer, audience } = ctx.config;
-  // The admin list (or the user's email) may have changed since the grant was made.
-  const scope = withinPowers(
-    o.scope,
-    adminPowers(ctx.config, { email: grant.email, clientId: grant.clientId }),
-  );
-  const body: Record<string, unknown> = {
-    access_token: ctx.signer.accessToken({
-      iss: issuer,
-      sub: grant.subject,
-      email: grant.email,
-      aud: audience,
-      scope,
-      azp: grant.clientId,
-      client_id: grant.clientId,
-      jti,
-      iat,
-      exp,
-    }),
-    token_type: 'Bearer',
-    expires_in: ACCESS_TTL_SECONDS,
-    refresh_token: refreshToken,
-    scope,
-  };
-  const scopes = scope.split(' ');
-  if (scopes.includes('openid')) {
-    body.id_token = ctx.signer.idToken({
-      iss: issuer,
-      sub: grant.subject,
-      aud: grant.clientId,
-      azp: grant.clientId,
-      iat,
-      exp,
-      auth_time: grant.authTime,
-      ...(nonce !== undefined ? { nonce } : {}),
-      ...(scopes.includes('email') ? { email: grant.email, email_verified: grant.emailVerified } : {}),
-    });
-  }
-  return body;
 }

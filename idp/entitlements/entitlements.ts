@@ -1,6 +1,7 @@
 import { ident, type Pool } from '../../lib/db.ts';
 import type { IdpConfig } from '../config.ts';
 import type { RevocationService } from '../revocation.ts';
+import type { Queryable } from '../store/transaction.ts';
 import type { RoleSource } from './roles.ts';
 
 // Who may get a token for which service. `open` (the default): every user with a `users` row, every service.
@@ -43,8 +44,12 @@ export interface EntitlementUser {
 
 export interface Entitlements {
   readonly mode: IdpConfig['entitlements'];
-  /** The services the user may get `mcp:<service>` for. */
-  services(user: EntitlementUser): Promise<ReadonlySet<string>>;
+  /**
+   * The services the user may get `mcp:<service>` for. With `tx` (an issuance's transaction) the grant rows
+   * read are locked FOR SHARE until it commits: an ungrant's DELETE waits for the issuance, whose audit row
+   * it then finds (docs/idp.md § Revocation); an issuance after the DELETE no longer sees the grant.
+   */
+  services(user: EntitlementUser, tx?: Queryable): Promise<ReadonlySet<string>>;
   grant(service: string, to: Grantee, actor: string): Promise<{ created: boolean }>;
   ungrant(service: string, from: Grantee, actor: string): Promise<UngrantResult>;
   list(): Promise<GrantRecord[]>;
@@ -94,18 +99,18 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
     ? `COALESCE((SELECT lower(trim(u.email)) FROM ${usersTable} u WHERE u.id = r.user_id::${opts.usersIdType}), r.email)`
     : 'r.email';
 
-  async function granted(email: string, roleNames: readonly string[]): Promise<Set<string>> {
-    const { rows } = await pool.query<{ service: string }>({
-      name: 'entitled_services',
-      text: `SELECT DISTINCT service FROM platform.entitlement_grants WHERE email = $1 OR role = ANY($2::text[])`,
+  async function granted(email: string, roleNames: readonly string[], tx?: Queryable): Promise<Set<string>> {
+    const { rows } = await (tx ?? pool).query<{ service: string }>({
+      name: tx ? 'entitled_services_locked' : 'entitled_services',
+      text: `SELECT service FROM platform.entitlement_grants WHERE email = $1 OR role = ANY($2::text[])${tx ? ' FOR SHARE' : ''}`,
       values: [email.toLowerCase(), roleNames],
     });
     return new Set(rows.map((r) => r.service).filter((s) => all.has(s)));
   }
 
-  async function services(user: EntitlementUser): Promise<ReadonlySet<string>> {
+  async function services(user: EntitlementUser, tx?: Queryable): Promise<ReadonlySet<string>> {
     if (config.entitlements === 'open') return all;
-    return granted(user.email, await roles.roles(user.userId));
+    return granted(user.email, await roles.roles(user.userId, tx), tx);
   }
 
   return {
@@ -136,6 +141,8 @@ export function createEntitlements(opts: EntitlementsOptions): Entitlements {
     },
 
     async ungrant(service, from, actor) {
+      // Committed on its own before the search below: the DELETE waits for every issuance holding the grant
+      // (services() with a transaction), so the search and the cut-off (clock read after) see them all.
       const { rowCount } = await pool.query(
         `DELETE FROM platform.entitlement_grants WHERE service = $1 AND ${from.email !== undefined ? 'email' : 'role'} = $2`,
         [service, from.email ?? from.role],

@@ -1,9 +1,11 @@
 import { ConfigError } from '../../lib/config.ts';
 import type { Pool } from '../../lib/db.ts';
+import type { Queryable } from '../store/transaction.ts';
 
 /** The user's roles in the web application, read with PLATFORM_ROLES_SQL (`$1` = the user id). */
 export interface RoleSource {
-  roles(userId: string): Promise<string[]>;
+  /** On `db` when given (an issuance's transaction, so it needs no second connection), else the pool. */
+  roles(userId: string, db?: Queryable): Promise<string[]>;
 }
 
 const NO_ROLES: RoleSource = { roles: async () => [] };
@@ -35,8 +37,8 @@ export async function createRoleSource(pool: Pool, sql: string | undefined): Pro
   }
   const text = sql;
   return {
-    async roles(userId) {
-      const { rows } = await pool.query<unknown[]>({ text, values: [userId], rowMode: 'array' });
+    async roles(userId, db = pool) {
+      const { rows } = await db.query<unknown[]>({ text, values: [userId], rowMode: 'array' });
       const out: string[] = [];
       for (const r of rows) {
         const v = r[0];

@@ -1,4 +1,8 @@
-import type { Pool } from '../../lib/db.ts';
+import type { Pool, PoolClient } from '../../lib/db.ts';
+import { IAT_SQL, inTransaction, isBlockedSql, type Queryable } from './transaction.ts';
+
+/** How long an access token lives (its `exp` is `iat` + this). */
+export const ACCESS_TTL_SECONDS = 3600;
 
 export const REFRESH_TTL_SECONDS = 30 * 24 * 3600;
 /** A rotated-out token presented again by the same client within 10 s is a retry, not theft. */
@@ -22,8 +26,6 @@ export interface Issuance {
   grantType: 'authorization_code' | 'refresh_token' | 'urn:ietf:params:oauth:grant-type:device_code';
   /** Scope of the access token (may be narrower than the grant's on refresh). */
   scope?: string;
-  iat: number;
-  exp: number;
 }
 
 export interface NewToken {
@@ -31,28 +33,50 @@ export interface NewToken {
   hash: string;
 }
 
+/** `iat` is the database clock at the start of the rotating transaction (docs/idp.md § Revocation). */
 export type RotateOutcome =
-  | { kind: 'rotated'; grant: Grant }
+  | { kind: 'rotated'; grant: Grant; iat: number }
   | { kind: 'invalid'; reason: string }
   | { kind: 'scope_exceeded' }
   | { kind: 'reuse'; grant: Grant };
 
+/** Which families a revocation takes: by id, or every family of a user. */
+export type FamilyFilter =
+  | { familyIds: readonly string[] }
+  | { email: string; userIds: readonly string[]; subjects: readonly string[] };
+
+export interface RevokedFamilies {
+  familyIds: string[];
+  subjects: string[];
+  /** Refresh tokens of those families that were still unrevoked. */
+  tokens: number;
+}
+
 export interface RefreshTokenStore {
-  /** Starts a family (code exchange): the refresh token and the audit row, in one statement. */
-  issue(grant: Grant, token: NewToken, issuance: Issuance): Promise<void>;
+  /**
+   * Starts a family (code exchange, inside its transaction): the family row, the refresh token and the audit
+   * row, in one statement. `iat` comes from the exchange's first statement.
+   */
+  issue(tx: Queryable, grant: Grant, token: NewToken, issuance: Issuance & { iat: number }): Promise<void>;
   /**
    * Rotates `hash` into `next` and appends the audit row. One round trip on the common path; the retry window
-   * and reuse detection take a transaction on the rare one.
+   * and reuse detection take a transaction on the rare one. With `tx` (a transaction the caller holds, e.g.
+   * with the entitlements it read locked) every statement runs inside it.
    */
-  rotate(hash: string, clientId: string, next: NewToken, issuance: Issuance): Promise<RotateOutcome>;
+  rotate(
+    hash: string,
+    clientId: string,
+    next: NewToken,
+    issuance: Issuance,
+    tx?: PoolClient,
+  ): Promise<RotateOutcome>;
+  /** The family and client of a refresh token, undefined when unknown. */
+  familyOf(hash: string): Promise<{ familyId: string; clientId: string } | undefined>;
   /**
-   * Revokes the token's whole family; returns its client, undefined when unknown, or 'other-client' (and
-   * revokes nothing) when `clientId` is given and the token was issued to another client.
+   * Revokes families (inside the caller's transaction): the family rows first (which waits for rotations in
+   * flight, and makes every later rotation fail), then their tokens.
    */
-  revoke(hash: string, clientId?: string): Promise<{ clientId: string } | 'other-client' | undefined>;
-  revokeFamily(familyId: string, reason: string): Promise<number>;
-  /** Revokes every active token of a user, by user id or subject. */
-  revokeSubject(subject: string, reason: string): Promise<number>;
+  revokeFamilies(tx: Queryable, filter: FamilyFilter, reason: string): Promise<RevokedFamilies>;
 }
 
 interface GrantRow {
@@ -93,18 +117,33 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
     : '';
   const currentEmail = userRow ? `COALESCE((SELECT lower(trim(u.email)) ${userRow}), r.email)` : 'r.email';
 
-  const auditInsert = (from: string) => `
-    INSERT INTO platform.issuance_audit (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
-    SELECT to_timestamp($5), $4, $7, user_id, subject, email, client_id, COALESCE($8, scope), to_timestamp($6) FROM ${from}`;
+  // The audit row of the access token issued with the refresh token `from` names; `p` maps its values to SQL.
+  const auditInsert = (from: string, p: { jti: string; iat: string; grantType: string; scope: string }) => `
+    INSERT INTO platform.issuance_audit
+           (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at, family_id)
+    SELECT to_timestamp(${p.iat}), ${p.jti}, ${p.grantType}, user_id, subject, email, client_id,
+           COALESCE(${p.scope}, scope), to_timestamp(${p.iat} + ${ACCESS_TTL_SECONDS}), family_id FROM ${from}`;
 
-  // $1 hash · $2 new id · $3 new hash · $4 jti · $5 iat · $6 exp · $7 grant type · $8 narrowed scope · $9 client
+  // The family row is locked (FOR SHARE) and checked in the same statement that rotates: a revocation that
+  // updated it first makes this statement wait, re-check `revoked_at IS NULL` on the new row version and
+  // rotate nothing; one that comes later waits for this statement's commit and then sees its successor.
+  // $1 hash · $2 new id · $3 new hash · $4 jti · $5 grant type · $6 narrowed scope · $7 client; iat is now(): the
+  // statement's start, or the start of the caller's transaction.
+  const familyLocked = (mode: 'SHARE' | 'NO KEY UPDATE') => `
+    SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked
+      FROM platform.refresh_families f
+     WHERE f.id = (SELECT t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = $1)
+       FOR ${mode} OF f`;
   const fastRotate = `
-    WITH old AS (
+    WITH fam AS (${familyLocked('SHARE')}),
+    old AS (
       UPDATE platform.refresh_tokens r
          SET rotated_to = $2, rotated_at = now()
-       WHERE r.token_hash = $1 AND r.client_id = $9 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
+       WHERE r.token_hash = $1
+         AND r.family_id = (SELECT id FROM fam WHERE NOT family_revoked AND NOT blocked)
+         AND r.client_id = $7 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
          AND r.expires_at > now() ${userExists}
-         AND ($8::text IS NULL OR string_to_array($8::text, ' ') <@ string_to_array(r.scope, ' '))
+         AND ($6::text IS NULL OR string_to_array($6::text, ' ') <@ string_to_array(r.scope, ' '))
    RETURNING r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
              r.email_verified
     ), ins AS (
@@ -112,32 +151,30 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
              (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at)
       SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
              now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old
-    ), audit AS (${auditInsert('old')})
-    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified FROM old`;
+    ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})
+    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat FROM old`;
 
   return {
-    async issue(g, t, i) {
-      await pool.query({
+    async issue(tx, g, t, i) {
+      await tx.query({
         name: 'refresh_issue',
-        text: `WITH ins AS (
+        text: `WITH fam AS (
+                 INSERT INTO platform.refresh_families (id, user_id, subject, email, client_id)
+                 VALUES ($3, $8, $9, $10, $11)
+               ), ins AS (
                  INSERT INTO platform.refresh_tokens
                         (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
                          expires_at)
-                 VALUES ($1, $2, $3, $9, $10, $11, $12, $13, $14, $15,
-                         now() + interval '${REFRESH_TTL_SECONDS} seconds')
-                 RETURNING user_id, subject, email, client_id, scope
+                 VALUES ($1, $2, $3, $8, $9, $10, $11, $12, $13, $14, now() + interval '${REFRESH_TTL_SECONDS} seconds')
+                 RETURNING family_id, user_id, subject, email, client_id, scope
                )
-               INSERT INTO platform.issuance_audit
-                      (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
-               SELECT to_timestamp($5), $4, $7, user_id, subject, email, client_id, COALESCE($8, scope), to_timestamp($6)
-                 FROM ins`,
+               ${auditInsert('ins', { jti: '$4', iat: '$5::bigint', grantType: '$6', scope: '$7' })}`,
         values: [
           t.id,
           t.hash,
           g.familyId,
           i.jti,
           i.iat,
-          i.exp,
           i.grantType,
           i.scope ?? null,
           g.userId,
@@ -151,139 +188,147 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       });
     },
 
-    async rotate(hash, clientId, next, i) {
-      const values = [hash, next.id, next.hash, i.jti, i.iat, i.exp, i.grantType, i.scope ?? null, clientId];
-      const fast = await pool.query<GrantRow>({ name: 'refresh_rotate', text: fastRotate, values });
-      if (fast.rows[0]) return { kind: 'rotated', grant: toGrant(fast.rows[0]) };
-      return rotateSlow(values, hash, clientId, next);
+    async rotate(hash, clientId, next, i, tx) {
+      const values = [hash, next.id, next.hash, i.jti, i.grantType, i.scope ?? null, clientId];
+      const fast = await (tx ?? pool).query<GrantRow & { iat: string }>({
+        name: 'refresh_rotate',
+        text: fastRotate,
+        values,
+      });
+      const row = fast.rows[0];
+      if (row) return { kind: 'rotated', grant: toGrant(row), iat: Number(row.iat) };
+      return tx
+        ? rotateSlow(tx, values, clientId)
+        : inTransaction(pool, (c) => rotateSlow(c, values, clientId));
     },
 
-    async revoke(hash, clientId) {
-      // The client check is in the statement: another client's token is reported, never revoked.
-      const { rows } = await pool.query<{ client_id: string }>(
-        `WITH t AS (SELECT family_id, client_id FROM platform.refresh_tokens WHERE token_hash = $1),
-              upd AS (UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'revoked'
-                       WHERE family_id = (SELECT family_id FROM t WHERE $2::text IS NULL OR client_id = $2)
-                         AND revoked_at IS NULL)
-         SELECT client_id FROM t`,
-        [hash, clientId ?? null],
+    async familyOf(hash) {
+      const { rows } = await pool.query<{ family_id: string; client_id: string }>(
+        'SELECT family_id, client_id FROM platform.refresh_tokens WHERE token_hash = $1',
+        [hash],
       );
       const r = rows[0];
-      if (!r) return undefined;
-      if (clientId !== undefined && r.client_id !== clientId) return 'other-client';
-      return { clientId: r.client_id };
+      return r && { familyId: r.family_id, clientId: r.client_id };
     },
 
-    async revokeFamily(familyId, reason) {
-      const r = await pool.query(
-        'UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = $2 WHERE family_id = $1 AND revoked_at IS NULL',
-        [familyId, reason],
+    async revokeFamilies(tx, filter, reason) {
+      // In id order, so two revocations taking overlapping sets of families cannot deadlock.
+      const byId = 'familyIds' in filter;
+      const { rows } = await tx.query<{ id: string; subject: string }>(
+        `WITH target AS (
+           SELECT id FROM platform.refresh_families
+            WHERE revoked_at IS NULL
+              AND ${byId ? 'id = ANY($1::uuid[])' : '(email = $1 OR user_id = ANY($2::text[]) OR subject = ANY($3::text[]))'}
+            ORDER BY id FOR NO KEY UPDATE)
+         UPDATE platform.refresh_families f SET revoked_at = now(), revoked_reason = $${byId ? 2 : 4}
+           FROM target WHERE f.id = target.id AND f.revoked_at IS NULL
+         RETURNING f.id::text AS id, f.subject`,
+        byId ? [filter.familyIds, reason] : [filter.email, filter.userIds, filter.subjects, reason],
       );
-      return r.rowCount ?? 0;
-    },
-
-    async revokeSubject(subject, reason) {
-      const r = await pool.query(
+      // A later statement: it sees every successor a rotation committed while the families were being locked.
+      const ids = byId ? [...filter.familyIds] : rows.map((r) => r.id);
+      const tokens = await tx.query(
         `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = $2
-          WHERE (subject = $1 OR user_id = $1) AND revoked_at IS NULL`,
-        [subject, reason],
+          WHERE family_id = ANY($1::uuid[]) AND revoked_at IS NULL`,
+        [ids, reason],
       );
-      return r.rowCount ?? 0;
+      return {
+        familyIds: rows.map((r) => r.id),
+        subjects: [...new Set(rows.map((r) => r.subject))].sort(),
+        tokens: tokens.rowCount ?? 0,
+      };
     },
   };
 
-  async function rotateSlow(
-    values: unknown[],
-    hash: string,
-    clientId: string,
-    next: NewToken,
-  ): Promise<RotateOutcome> {
-    const client = await pool.connect();
-    try {
-      await client.query('BEGIN');
-      const { rows } = await client.query<
-        GrantRow & {
-          id: string;
-          revoked: boolean;
-          expired: boolean;
-          rotated_to: string | null;
-          in_window: boolean;
-          user_exists: boolean;
-          scope_ok: boolean;
-        }
-      >(
-        `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
-                r.email_verified, r.rotated_to,
-                r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
-                r.rotated_at > now() - interval '${RETRY_WINDOW_SECONDS} seconds' AS in_window,
-                true ${userExists} AS user_exists,
-                ($2::text IS NULL OR string_to_array($2::text, ' ') <@ string_to_array(r.scope, ' ')) AS scope_ok
-           FROM platform.refresh_tokens r WHERE r.token_hash = $1 FOR UPDATE`,
-        [hash, values[7]],
-      );
-      const r = rows[0];
-      let outcome: RotateOutcome;
-      if (!r) outcome = { kind: 'invalid', reason: 'refresh token is unknown' };
-      else if (r.client_id !== clientId)
-        outcome = { kind: 'invalid', reason: 'refresh token was issued to another client' };
-      else if (r.revoked) outcome = { kind: 'invalid', reason: 'refresh token is revoked' };
-      else if (r.expired) outcome = { kind: 'invalid', reason: 'refresh token is expired' };
-      else if (!r.user_exists) outcome = { kind: 'invalid', reason: 'user no longer exists' };
-      else if (!r.scope_ok) outcome = { kind: 'scope_exceeded' };
-      else if (r.rotated_to === null) {
-        // Valid, yet the fast path missed it: a concurrent rotation committed in between. Rotate here.
-        outcome = await rotateLocked(client, r, values);
-      } else {
-        // Rotated out before. A retry only while inside the window and while the successor is unused.
-        const retired = r.in_window
-          ? await client.query(
-              `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'superseded by retry'
-                WHERE id = $1 AND rotated_to IS NULL AND revoked_at IS NULL`,
-              [r.rotated_to],
-            )
-          : undefined;
-        if (retired?.rowCount === 1) {
-          outcome = await rotateLocked(client, r, values);
-        } else {
-          await client.query(
-            `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'reuse detected'
-              WHERE family_id = $1 AND revoked_at IS NULL`,
-            [r.family_id],
-          );
-          outcome = { kind: 'reuse', grant: toGrant(r) };
-        }
+  async function rotateSlow(client: PoolClient, values: unknown[], clientId: string): Promise<RotateOutcome> {
+    // The family first (the order every revocation and the fast path take locks in): exclusive among slow
+    // rotations of the family, so two of them cannot both decide; then the token.
+    const { rows: fam } = await client.query<{ id: string; family_revoked: boolean; blocked: boolean }>(
+      familyLocked('NO KEY UPDATE'),
+      [values[0]],
+    );
+    const { rows } = await client.query<
+      GrantRow & {
+        id: string;
+        revoked: boolean;
+        expired: boolean;
+        rotated_to: string | null;
+        in_window: boolean;
+        user_exists: boolean;
+        scope_ok: boolean;
+        iat: string;
       }
-      await client.query('COMMIT');
-      return outcome;
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw err;
-    } finally {
-      client.release();
-    }
+    >(
+      `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
+              r.email_verified, r.rotated_to,
+              r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
+              r.rotated_at > now() - interval '${RETRY_WINDOW_SECONDS} seconds' AS in_window,
+              true ${userExists} AS user_exists,
+              ($2::text IS NULL OR string_to_array($2::text, ' ') <@ string_to_array(r.scope, ' ')) AS scope_ok,
+              ${IAT_SQL} AS iat
+         FROM platform.refresh_tokens r WHERE r.token_hash = $1 FOR UPDATE`,
+      [values[0], values[5]],
+    );
+    const r = rows[0];
+    const f = fam[0];
+    if (!r || !f) return { kind: 'invalid', reason: 'refresh token is unknown' };
+    if (r.client_id !== clientId)
+      return { kind: 'invalid', reason: 'refresh token was issued to another client' };
+    if (r.revoked || f.family_revoked) return { kind: 'invalid', reason: 'refresh token is revoked' };
+    if (f.blocked) return { kind: 'invalid', reason: 'the user is blocked' };
+    if (r.expired) return { kind: 'invalid', reason: 'refresh token is expired' };
+    if (!r.user_exists) return { kind: 'invalid', reason: 'user no longer exists' };
+    if (!r.scope_ok) return { kind: 'scope_exceeded' };
+    // Valid, yet the fast path missed it: a concurrent rotation committed in between. Rotate here.
+    if (r.rotated_to === null) return rotateLocked(client, r, values);
+    // Rotated out before. A retry only while inside the window and while the successor is unused.
+    const retired = r.in_window
+      ? await client.query(
+          `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'superseded by retry'
+            WHERE id = $1 AND rotated_to IS NULL AND revoked_at IS NULL`,
+          [r.rotated_to],
+        )
+      : undefined;
+    if (retired?.rowCount === 1) return rotateLocked(client, r, values);
+    await revokeForReuse(client, r.family_id);
+    return { kind: 'reuse', grant: toGrant(r) };
+  }
 
-    async function rotateLocked(
-      c: typeof client,
-      r: GrantRow & { id: string },
-      v: unknown[],
-    ): Promise<RotateOutcome> {
-      await c.query(
-        'UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()) WHERE id = $1',
-        [r.id, next.id],
-      );
-      // $1 is the old token's id; $2..$8 as in the fast path.
-      await c.query(
-        `WITH old AS (SELECT r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
-                             r.auth_time, r.email_verified FROM platform.refresh_tokens r WHERE r.id = $1),
-              ins AS (INSERT INTO platform.refresh_tokens
-                             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time,
-                              email_verified, expires_at)
-                      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-                             now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old)
-         ${auditInsert('old')}`,
-        [r.id, ...v.slice(1, 8)],
-      );
-      return { kind: 'rotated', grant: toGrant(r) };
-    }
+  async function revokeForReuse(client: PoolClient, familyId: string): Promise<void> {
+    await client.query(
+      `UPDATE platform.refresh_families SET revoked_at = now(), revoked_reason = 'reuse detected'
+        WHERE id = $1 AND revoked_at IS NULL`,
+      [familyId],
+    );
+    await client.query(
+      `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'reuse detected'
+        WHERE family_id = $1 AND revoked_at IS NULL`,
+      [familyId],
+    );
+  }
+
+  async function rotateLocked(
+    c: PoolClient,
+    r: GrantRow & { id: string; iat: string },
+    v: unknown[],
+  ): Promise<RotateOutcome> {
+    await c.query(
+      'UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()) WHERE id = $1',
+      [r.id, v[1]],
+    );
+    // $1 is the old token's id; $2..$4 as in the fast path; the transaction's iat.
+    const iat = Number(r.iat);
+    await c.query(
+      `WITH old AS (SELECT r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
+                           r.auth_time, r.email_verified FROM platform.refresh_tokens r WHERE r.id = $1),
+            ins AS (INSERT INTO platform.refresh_tokens
+                           (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time,
+                            email_verified, expires_at)
+                    SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
+                           now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old)
+       ${auditInsert('old', { jti: '$4', iat: '$5::bigint', grantType: '$6', scope: '$7' })}`,
+      [r.id, v[1], v[2], v[3], iat, v[4], v[5]],
+    );
+    return { kind: 'rotated', grant: toGrant(r), iat };
   }
 }

@@ -201,3 +201,57 @@ export async function signIn(
     expires_in: number;
   };
 }
+
+export const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+
+export interface DeviceStart {
+  device_code: string;
+  user_code: string;
+  verification_uri: string;
+  verification_uri_complete: string;
+  expires_in: number;
+  interval: number;
+}
+
+/** RFC 8628 §3.1: a device authorization request through the real endpoint. */
+export async function startDevice(issuer: string, form: Record<string, string> = {}): Promise<DeviceStart> {
+  const r = await postForm(`${issuer}/oauth/device_authorization`, { client_id: CLI, ...form });
+  if (r.status !== 200) throw new Error(`device authorization failed: ${r.status} ${r.text}`);
+  return r.json as unknown as DeviceStart;
+}
+
+/**
+ * The signed-in user opens the verification page for the device's code and answers it through the page's own
+ * form. Returns the page first shown and the answer (unfollowed).
+ */
+export async function answerDevice(
+  issuer: string,
+  d: DeviceStart,
+  sessionToken: string,
+  decision: 'approve' | 'deny' = 'approve',
+) {
+  const cookieName = sessionCookieName(issuer);
+  const res = await fetch(d.verification_uri_complete, {
+    redirect: 'manual',
+    headers: { cookie: `${cookieName}=${sessionToken}` },
+  });
+  const page = { status: res.status, body: await res.text() };
+  if (page.status !== 200) return { page, answer: undefined };
+  const answer = await answerConsent({
+    url: d.verification_uri_complete,
+    html: page.body,
+    sessionToken,
+    cookieName,
+    decision,
+  });
+  return { page, answer };
+}
+
+/** One device-code poll at the token endpoint. */
+export function pollDevice(issuer: string, deviceCode: string, clientId = CLI) {
+  return postForm(`${issuer}/oauth/token`, {
+    grant_type: DEVICE_GRANT,
+    device_code: deviceCode,
+    client_id: clientId,
+  });
+}

@@ -6,8 +6,12 @@ import { freePort } from './processes.ts';
 
 export interface ThrowawayRedis {
   port: number;
+  /** `redis://127.0.0.1:<port>` (no credentials). */
+  url: string;
   /** The TLS port, when started with `tls`. */
   tlsPort: number | undefined;
+  /** One command on a short-lived connection (as the `default` user, with `password` when set). */
+  run<T>(fn: (r: Redis) => Promise<T>): Promise<T>;
   stop(): Promise<void>;
 }
 
@@ -38,32 +42,39 @@ export async function startThrowawayRedis(o: ThrowawayRedisOptions = {}): Promis
     args.push('--tls-ca-cert-file', o.tls.caFile, '--tls-auth-clients', 'no');
   }
   const server: ChildProcess = spawn('redis-server', args, { stdio: 'ignore' });
-  for (let i = 0; ; i++) {
-    const probe = new Redis({
+  const run = async <T>(fn: (r: Redis) => Promise<T>): Promise<T> => {
+    const r = new Redis({
       port,
       host: '127.0.0.1',
       password: o.password,
       lazyConnect: true,
       retryStrategy: () => null,
     });
-    probe.on('error', () => {});
+    r.on('error', () => {});
     try {
-      await probe.connect();
-      await probe.ping();
+      await r.connect();
+      return await fn(r);
+    } finally {
+      r.disconnect();
+    }
+  };
+  for (let i = 0; ; i++) {
+    try {
+      await run((r) => r.ping());
       break;
     } catch (err) {
       if (i > 100 || server.exitCode !== null) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      probe.disconnect();
+      await new Promise((res) => setTimeout(res, 50));
     }
   }
   return {
     port,
+    url: `redis://127.0.0.1:${port}`,
     tlsPort,
+    run,
     async stop() {
       if (server.exitCode !== null) return;
-      const exited = new Promise((r) => server.once('exit', r));
+      const exited = new Promise((res) => server.once('exit', res));
       server.kill('SIGKILL');
       await exited;
     },

@@ -161,7 +161,7 @@ describe('POST /oauth/register', () => {
 describe('POST /oauth/revoke', () => {
   const revoke = (form: Record<string, string | undefined>) => postForm(`${idp.issuer}/oauth/revoke`, form);
 
-  it('revokes a refresh token: revokedAt set, later refresh invalid_grant', async () => {
+  it('revokes a refresh token: revokedAt set, later refresh invalid_grant, its access tokens denied', async () => {
     const t = await signIn(idp.issuer, user.sessionToken);
     const r = await revoke({
       token: t.refresh_token,
@@ -175,8 +175,9 @@ describe('POST /oauth/revoke', () => {
     );
     expect(rows[0].n).toBeGreaterThanOrEqual(1);
     expect((await refresh(idp.issuer, t.refresh_token)).json.error).toBe('invalid_grant');
-    // Access tokens already issued stay valid until exp (spec): no jti is denied for a refresh revocation.
-    expect(await redis.exists(`platform:deny:jti:${decodeJwt(t.access_token).jti}`)).toBe(0);
+    // The sign-in's live access tokens are denied with it (RFC 7009 §2.1; the third phase's "revocation wins
+    // every race" overrides the first spec's "access tokens stay valid until exp").
+    expect(await redis.exists(`platform:deny:jti:${decodeJwt(t.access_token).jti}`)).toBe(1);
   });
 
   it('puts a revoked access token on the jti denylist with a TTL until exp, and publishes it', async () => {

@@ -1,0 +1,69 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { IdpContext } from '../context.ts';
+import { adminPowers, withinPowers } from '../scopes.ts';
+import { ACCESS_TTL_SECONDS, type Grant, type NewToken } from '../store/refresh-tokens.ts';
+
+// What every grant of the token endpoint shares (authorization code, refresh, device code): new refresh
+// tokens and the token response. Its own module so the grants import it rather than each other.
+
+export function hashRefreshToken(token: string): string {
+  return createHash('sha256').update(token).digest('base64url');
+}
+
+export function newRefreshToken(): { value: string; token: NewToken } {
+  const value = randomBytes(32).toString('base64url');
+  return { value, token: { id: randomUUID(), hash: hashRefreshToken(value) } };
+}
+
+export interface TokenResponseOptions {
+  grant: Grant;
+  scope: string;
+  jti: string;
+  iat: number;
+  refreshToken: string;
+  nonce: string | undefined;
+}
+
+export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
+  const { grant, jti, iat, refreshToken, nonce } = o;
+  const exp = iat + ACCESS_TTL_SECONDS;
+  const { issuer, audience } = ctx.config;
+  // The admin list (or the user's email) may have changed since the grant was made.
+  const scope = withinPowers(
+    o.scope,
+    adminPowers(ctx.config, { email: grant.email, clientId: grant.clientId }),
+  );
+  const body: Record<string, unknown> = {
+    access_token: ctx.signer.accessToken({
+      iss: issuer,
+      sub: grant.subject,
+      email: grant.email,
+      aud: audience,
+      scope,
+      azp: grant.clientId,
+      client_id: grant.clientId,
+      jti,
+      iat,
+      exp,
+    }),
+    token_type: 'Bearer',
+    expires_in: ACCESS_TTL_SECONDS,
+    refresh_token: refreshToken,
+    scope,
+  };
+  const scopes = scope.split(' ');
+  if (scopes.includes('openid')) {
+    body.id_token = ctx.signer.idToken({
+      iss: issuer,
+      sub: grant.subject,
+      aud: grant.clientId,
+      azp: grant.clientId,
+      iat,
+      exp,
+      auth_time: grant.authTime,
+      ...(nonce !== undefined ? { nonce } : {}),
+      ...(scopes.includes('email') ? { email: grant.email, email_verified: grant.emailVerified } : {}),
+    });
+  }
+  return body;
+}
