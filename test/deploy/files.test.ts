@@ -151,13 +151,23 @@ describe('deploy/Caddyfile', () => {
         };
       };
     };
-    const [server] = Object.values(json.apps.http.servers);
-    expect(server!.listen).toEqual([':80']);
-    const handlers = server!.routes.flatMap((r) => r.handle);
-    expect(handlers.map((h) => h.handler)).toEqual(['encode', 'reverse_proxy', 'reverse_proxy']);
-    for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
-      expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+    const servers = Object.values(json.apps.http.servers);
+    // The open port and the tunnel's: the same flat routes, each naming the client its own way.
+    expect(servers.map((x) => x.listen)).toEqual([[':80'], [':81']]);
+    const clientAddress: string[] = [];
+    for (const server of servers) {
+      const handlers = server.routes.flatMap((r) => r.handle);
+      expect(handlers.map((h) => h.handler)).toEqual(['vars', 'encode', 'reverse_proxy', 'reverse_proxy']);
+      clientAddress.push(String(handlers[0]!.client_address));
+      for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
+        expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+        // Exactly one X-Forwarded-For leaves the proxy: the client address, whatever the client sent.
+        expect(h.headers).toEqual({
+          request: { set: { 'X-Forwarded-For': ['{http.vars.client_address}'] } },
+        });
+      }
     }
+    expect(clientAddress).toEqual(['{http.request.remote.host}', '{http.request.header.Cf-Connecting-IP}']);
   });
 });
 
@@ -176,7 +186,7 @@ describe('deploy/cloudflared/config.yml', () => {
         host,
         tunnelId: config.tunnel,
         services: SERVICES,
-        proxyUrl: 'http://proxy:80',
+        proxyUrl: 'http://proxy:81',
       }),
     );
   });
@@ -187,7 +197,7 @@ describe('deploy/cloudflared/config.yml', () => {
       rules.find((r) => r.hostname !== undefined && new RegExp(r.path ?? '').test(path));
     for (const s of SERVICES) {
       for (const path of [`/${s}/mcp`, `/${s}/.well-known/oauth-protected-resource`, `/${s}/health`]) {
-        expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+        expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:81' });
       }
       expect(rules.filter((r) => r.path === `^/${s}/mcp$`)).toHaveLength(1);
       expect(rules.filter((r) => r.path === `^/${s}/\\.well-known/oauth-protected-resource$`)).toHaveLength(
@@ -212,7 +222,7 @@ describe('deploy/cloudflared/config.yml', () => {
       '/admin/users/a%40b.c',
       '/admin/api/audit',
     ])
-      expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+      expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:81' });
     for (const path of ['/administrator', '/oauth/devices', '/x/admin'])
       expect(routed(path), path).toBeUndefined();
     expect(rules.at(-1)).toEqual({ service: 'http_status:404' });
