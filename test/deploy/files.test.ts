@@ -14,7 +14,7 @@ import { loadIdpConfig } from '../../idp/config.ts';
 import { databaseUrl } from '../../lib/config.ts';
 import { loadToolConfig } from '../../tools/config.ts';
 import { freePort } from '../helpers/processes.ts';
-import { DEPLOY_DIR, deployFile, REPO_DIR } from './support.ts';
+import { DEPLOY_DIR, deployFile, envFile, interpolate, REPO_DIR } from './support.ts';
 
 const SERVICES = ['platform', 'mail', 'deals'];
 
@@ -231,34 +231,6 @@ describe('deploy/cloudflared/config.yml', () => {
   });
 });
 
-/** `KEY=value` lines of an env file (compose's .env syntax as env.example uses it: no quotes). */
-function envFile(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line.trim());
-    if (m) out[m[1]!] = m[2]!;
-  }
-  return out;
-}
-
-/** Compose interpolation of `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`. */
-function interpolate(value: string, vars: Record<string, string>, used: Set<string>): string {
-  return value.replace(
-    /\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}/g,
-    (_m, name: string, op?: string, arg?: string) => {
-      used.add(name);
-      const v = vars[name];
-      if (op === ':-') return v === undefined || v === '' ? (arg ?? '') : v;
-      if (op === '-') return v === undefined ? (arg ?? '') : v;
-      if (op === ':?') {
-        if (v === undefined || v === '') throw new Error(`compose would stop: ${name}: ${arg}`);
-        return v;
-      }
-      return v ?? '';
-    },
-  );
-}
-
 describe('deploy/compose.yaml', () => {
   type Service = {
     image?: string;
@@ -356,6 +328,62 @@ describe('deploy/compose.yaml', () => {
       if (name !== 'idp')
         expect(Object.keys(s.environment ?? {}), name).not.toContain('PLATFORM_OIDC_PRIVATE_KEY');
     }
+  });
+
+  const networksOf = (name: string): string[] => {
+    const n = services[name]!.networks ?? [];
+    return (Array.isArray(n) ? n : Object.keys(n)).sort();
+  };
+  const on = (network: string) =>
+    Object.keys(services)
+      .filter((name) => networksOf(name).includes(network))
+      .sort();
+
+  it('puts Redis on a network of its own that only the IdP and the gateway join', () => {
+    expect(networksOf('redis')).toEqual(['redis']);
+    expect(on('redis')).toEqual(['gateway', 'idp', 'redis']);
+    const networks = (
+      parse(deployFile('compose.yaml')) as { networks: Record<string, { internal?: boolean }> }
+    ).networks;
+    expect(networks.redis?.internal).toBe(true);
+    // Each with its own user and password, from deploy/.env.
+    expect(envOf('idp').REDIS_URL).toBe(`redis://idp:${example.REDIS_IDP_PASSWORD}@redis:6379`);
+    expect(envOf('gateway').REDIS_URL).toBe(`redis://gateway:${example.REDIS_GATEWAY_PASSWORD}@redis:6379`);
+    const command = (services.redis!.command ?? []).join(' ');
+    expect(command).toContain('--user default off resetpass resetkeys resetchannels -@all');
+    // The health check authenticates (as admin, whose password only the Redis container has).
+    expect(String(services.redis!.healthcheck?.test)).toContain('--user admin ping');
+    expect(Object.keys(envOf('redis'))).toEqual(['REDISCLI_AUTH']);
+  });
+
+  it('lets the IdP believe X-Forwarded-For only from the front network, which the proxy reaches it by', () => {
+    expect(on('front')).toEqual(['gateway', 'idp', 'proxy']);
+    expect(networksOf('proxy')).toEqual(['edge', 'front']);
+    expect(on('edge')).toEqual(['proxy', 'tunnel']);
+    const networks = (
+      parse(deployFile('compose.yaml')) as {
+        networks: Record<string, { ipam?: { config: Array<{ subnet: string }> } }>;
+      }
+    ).networks;
+    const subnet = interpolate(networks.front!.ipam!.config[0]!.subnet, example);
+    expect(loadIdpConfig(envOf('idp')).trustedProxies).toEqual([subnet]);
+  });
+
+  it('gives each component its own database role; only migrate gets the owner', () => {
+    const role = (name: string) => new URL(envOf(name).DATABASE_URL!).username;
+    expect(role('migrate')).toBe('platform_migrate');
+    expect(role('idp')).toBe('platform_idp');
+    for (const s of SERVICES) expect(role(`tool-${s}`)).toBe('platform_tools');
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'postgres')
+        expect(Object.keys(s.environment ?? {}), name).not.toContain('POSTGRES_PASSWORD');
+    }
+    const mounts = (services.postgres!.volumes ?? []).filter((v) => v.startsWith('./'));
+    expect(mounts).toEqual([
+      './postgres/roles.sh:/docker-entrypoint-initdb.d/10-platform-roles.sh:ro',
+      './postgres/roles.sql:/etc/platform/postgres/roles.sql:ro',
+    ]);
+    for (const m of mounts) expect(existsSync(join(DEPLOY_DIR, m.split(':')[0]!)), m).toBe(true);
   });
 
   it('mounts the proxy and tunnel files that exist here', () => {
