@@ -42,38 +42,41 @@ ALTER ROLE platform_tools LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;
   ALTER ROLE platform_tools PASSWORD :'tools_password';
 \endif
 
--- The schema and every object in it belong to the migrating role (an installation that migrated as another
--- role hands them over here). `platform migrate` runs CREATE SCHEMA IF NOT EXISTS, which needs CREATE on the
--- database even when the schema exists.
-CREATE SCHEMA IF NOT EXISTS platform AUTHORIZATION platform_migrate;
-ALTER SCHEMA platform OWNER TO platform_migrate;
+-- `platform migrate` creates the schema (CREATE SCHEMA IF NOT EXISTS needs CREATE on the database, even when
+-- the schema exists) and so owns it and everything in it. What it creates later gets these grants by default:
+-- USAGE on the schema for both servers, and every table for the IdP (the tool servers' tables are among them:
+-- the IdP holds the signing key, so they give it nothing it does not have). The schema is deliberately not
+-- created here: the bundled superuser is called `platform`, and a `platform` schema made before the web
+-- application's tables would catch them (search_path starts with "$user").
 SELECT format('GRANT CREATE ON DATABASE %I TO platform_migrate', current_database()) \gexec
-SELECT format('ALTER TABLE %s OWNER TO platform_migrate', c.oid::regclass)
-  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE n.nspname = 'platform' AND c.relkind IN ('r', 'p', 'v', 'm')
-   AND c.relowner <> 'platform_migrate'::regrole \gexec
-SELECT format('ALTER FUNCTION %s OWNER TO platform_migrate', p.oid::regprocedure)
-  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
- WHERE n.nspname = 'platform' AND p.proowner <> 'platform_migrate'::regrole \gexec
-
--- Nobody but the owner creates anything in the schema.
-REVOKE ALL ON SCHEMA platform FROM PUBLIC;
-GRANT USAGE ON SCHEMA platform TO platform_idp, platform_tools;
-
--- The IdP: every table of the schema, today's and those later migrations create (default privileges of the
--- migrating role). The tool servers' tables are among them: the IdP holds the signing key, so they give it
--- nothing it does not have.
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA platform TO platform_idp;
-ALTER DEFAULT PRIVILEGES FOR ROLE platform_migrate IN SCHEMA platform
+ALTER DEFAULT PRIVILEGES FOR ROLE platform_migrate GRANT USAGE ON SCHEMAS TO platform_idp, platform_tools;
+ALTER DEFAULT PRIVILEGES FOR ROLE platform_migrate
   GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO platform_idp;
 
--- The tool servers: nothing in the schema but their own tables, which the tool migrations list in
--- platform.grant_tool_tables() (tools/migrations/060_tool_grants.sql; each migration that adds a table
--- updates it and grants to platform_tools itself). Before the first migration it does not exist yet.
-REVOKE ALL ON ALL TABLES IN SCHEMA platform FROM platform_tools;
-SELECT to_regprocedure('platform.grant_tool_tables(name)') IS NOT NULL AS have_tool_grants \gset
-\if :have_tool_grants
-  SELECT platform.grant_tool_tables('platform_tools');
+-- A schema that exists already (this script run after the migrations, or an installation that migrated as
+-- another role): handed to the migrating role with everything in it, and granted as above.
+SELECT EXISTS (SELECT FROM pg_namespace WHERE nspname = 'platform') AS have_schema \gset
+\if :have_schema
+  ALTER SCHEMA platform OWNER TO platform_migrate;
+  SELECT format('ALTER TABLE %s OWNER TO platform_migrate', c.oid::regclass)
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = 'platform' AND c.relkind IN ('r', 'p', 'v', 'm')
+     AND c.relowner <> 'platform_migrate'::regrole \gexec
+  SELECT format('ALTER FUNCTION %s OWNER TO platform_migrate', p.oid::regprocedure)
+    FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname = 'platform' AND p.proowner <> 'platform_migrate'::regrole \gexec
+  -- Nobody but the owner creates anything in it.
+  REVOKE ALL ON SCHEMA platform FROM PUBLIC;
+  GRANT USAGE ON SCHEMA platform TO platform_idp, platform_tools;
+  GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA platform TO platform_idp;
+  -- The tool servers: nothing in the schema but their own tables, which the tool migrations list in
+  -- platform.grant_tool_tables() (tools/migrations/060_tool_grants.sql; a migration that adds a tool table
+  -- updates it and grants to platform_tools itself).
+  REVOKE ALL ON ALL TABLES IN SCHEMA platform FROM platform_tools;
+  SELECT to_regprocedure('platform.grant_tool_tables(name)') IS NOT NULL AS have_tool_grants \gset
+  \if :have_tool_grants
+    SELECT platform.grant_tool_tables('platform_tools');
+  \endif
 \endif
 
 -- The web application's tables (it owns them): the IdP reads the three, the tool servers `users` only.

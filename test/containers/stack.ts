@@ -264,6 +264,10 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
       dataStartSeconds: Math.round((t1 - t0) / 100) / 10,
     };
   } catch (err) {
+    // What the containers said, before they are gone with the stack.
+    const logs = await compose(cfg, info, ['logs', '--no-color', '--tail', '15']).catch(() => undefined);
+    if (logs)
+      process.stdout.write(`[containers] the stack did not come up; its last log lines:\n${logs.stdout}\n`);
     await stackDown(cfg, info).catch(() => {});
     throw err;
   }
