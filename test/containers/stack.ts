@@ -118,13 +118,14 @@ async function freeSubnet(cfg: ContainerSuiteConfig): Promise<string> {
     .split(/\s+/)
     .map(ipv4)
     .filter((x) => x !== undefined);
+  // 172.16.x.x: outside Docker's default pools (172.17-31, 192.168), which later networks are taken from.
   for (let third = 200; third < 255; third++) {
-    const candidate = `172.31.${third}.0/24`;
+    const candidate = `172.16.${third}.0/24`;
     const [net, mask] = ipv4(candidate)!;
     // Two blocks overlap when either contains the other's first address.
     if (used.every(([n, m]) => (net & m) >>> 0 !== n && (n & mask) >>> 0 !== net)) return candidate;
   }
-  throw new Error('no free 172.31.x.0/24 for the front network');
+  throw new Error('no free 172.16.x.0/24 for the front network');
 }
 
 async function signingKey(): Promise<string> {
