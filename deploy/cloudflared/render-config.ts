@@ -1,5 +1,5 @@
 // node deploy/cloudflared/render-config.ts --host app.example.com --tunnel-id <uuid>
-//   [--services platform,mail,deals] [--proxy http://proxy:80] [--web-app http://web:3000] > deploy/cloudflared/config.yml
+//   [--services platform,mail,deals] [--proxy http://proxy:81] [--web-app http://web:3000] > deploy/cloudflared/config.yml
 import { parseArgs } from 'node:util';
 import { renderTunnelConfig } from './tunnel-config.ts';
 
@@ -9,7 +9,7 @@ try {
       host: { type: 'string' },
       'tunnel-id': { type: 'string' },
       services: { type: 'string', default: 'platform,mail,deals' },
-      proxy: { type: 'string', default: 'http://proxy:80' },
+      proxy: { type: 'string', default: 'http://proxy:81' },
       'web-app': { type: 'string' },
     },
     strict: true,

@@ -109,7 +109,7 @@ function checkOptions(o: TunnelOptions): void {
     ['--web-app', o.webAppUrl],
   ] as const) {
     if (url !== undefined && !/^https?:\/\/[^/\s]+$/.test(url)) {
-      throw new TypeError(`${flag}: "${url}" must be an http(s) origin such as http://proxy:80`);
+      throw new TypeError(`${flag}: "${url}" must be an http(s) origin such as http://proxy:81`);
     }
   }
 }

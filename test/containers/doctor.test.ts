@@ -40,7 +40,7 @@ describe('platform doctor against the compose stack', () => {
         host: new URL(stack().baseUrl).hostname,
         tunnelId: '00000000-0000-4000-8000-000000000000',
         services: ['platform', 'mail', 'deals'],
-        proxyUrl: 'http://proxy:80',
+        proxyUrl: 'http://proxy:81',
       }),
     );
     const r = await doctor(

@@ -24,19 +24,22 @@ afterAll(() => pool.end());
 beforeAll(() => allHealthy());
 
 const say = (line: string) => process.stdout.write(`[outages] ${line}\n`);
+/** redis-cli as the operator's `admin` user (its password is the Redis container's REDISCLI_AUTH). */
+const REDIS_ADMIN = ['redis-cli', '--no-auth-warning', '--user', 'admin'];
 
 /** The gateway replicas' own addresses on the stack's network (no proxy in between). */
 async function gatewayUrls(): Promise<string[]> {
   const ids = await replicas('gateway');
   return Promise.all(
     ids.map(async (id) => {
+      // On the backend network (the gateway is on three; the Redis one is internal).
       const { stdout } = await docker([
         'inspect',
         '--format',
-        '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}',
+        `{{(index .NetworkSettings.Networks "${stack().project}_backend").IPAddress}}`,
         id,
       ]);
-      return `http://${stdout.trim().split(' ')[0]}:3000`;
+      return `http://${stdout.trim()}:3000`;
     }),
   );
 }
@@ -114,7 +117,7 @@ describe('Redis restarted with its data gone', () => {
     }
     const [redis] = await replicas('redis');
     // The stack's own Redis: emptied (the append-only file records the flush), then restarted.
-    await docker(['exec', redis!, 'redis-cli', 'FLUSHALL']);
+    await docker(['exec', redis!, ...REDIS_ADMIN, 'FLUSHALL']);
     let watching = true;
     let acceptedOnce = '';
     const watch = (async () => {
@@ -130,7 +133,7 @@ describe('Redis restarted with its data gone', () => {
     const { stdout: keys } = await docker([
       'exec',
       redis!,
-      'redis-cli',
+      ...REDIS_ADMIN,
       '--scan',
       '--pattern',
       'platform:deny:*',
@@ -140,7 +143,7 @@ describe('Redis restarted with its data gone', () => {
     let replayed = keys.trim().split('\n').filter(Boolean).length;
     while (replayed === 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 500));
-      const r = await docker(['exec', redis!, 'redis-cli', '--scan', '--pattern', 'platform:deny:*']);
+      const r = await docker(['exec', redis!, ...REDIS_ADMIN, '--scan', '--pattern', 'platform:deny:*']);
       replayed = r.stdout.trim().split('\n').filter(Boolean).length;
     }
     await new Promise((r) => setTimeout(r, 3000));

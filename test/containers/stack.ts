@@ -22,6 +22,8 @@ const COMPOSE_FILES = [
   join(REPO_DIR, 'test/containers/compose.test.yaml'),
 ];
 export const REPLICAS = 2;
+/** PLATFORM_RATE_LIMITS's `register` in the stack: per client address, per minute. */
+export const REGISTER_LIMIT = 5;
 export const IDENTITY_SECRET = `ctest-${randomBytes(24).toString('hex')}`;
 
 /** What the tests need to reach and drive the stack; plain data, handed from the global setup to the tests. */
@@ -35,6 +37,13 @@ export interface StackInfo {
   envFile: string;
   workDir: string;
   composeArgs: string[];
+  /** The images the stack runs (the tests start throwaway containers from them). */
+  images: StackImages;
+  /** The secrets of the stack's env file that the tests use as an attacker or an operator would. */
+  secrets: {
+    toolsDbPassword: string;
+    redisGatewayPassword: string;
+  };
 }
 
 export function composeArgs(project: string, envFile: string): string[] {
@@ -89,6 +98,36 @@ export async function removeAbandonedStacks(cfg: ContainerSuiteConfig): Promise<
   return abandoned;
 }
 
+/**
+ * A /24 for the `front` network (FRONT_SUBNET) that no network of this engine uses: compose gives it a fixed
+ * subnet, which the IdP trusts for X-Forwarded-For.
+ */
+async function freeSubnet(cfg: ContainerSuiteConfig): Promise<string> {
+  const { stdout } = await run('sh', [
+    '-c',
+    `"${cfg.docker}" network inspect $("${cfg.docker}" network ls -q) --format '{{range .IPAM.Config}}{{.Subnet}} {{end}}'`,
+  ]);
+  const ipv4 = (cidr: string): [number, number] | undefined => {
+    const m = /^(\d+)\.(\d+)\.(\d+)\.(\d+)\/(\d+)$/.exec(cidr);
+    if (!m) return undefined;
+    const bits = Number(m[5]);
+    const mask = bits === 0 ? 0 : (0xffffffff << (32 - bits)) >>> 0;
+    return [(((+m[1]! << 24) | (+m[2]! << 16) | (+m[3]! << 8) | +m[4]!) & mask) >>> 0, mask];
+  };
+  const used = stdout
+    .split(/\s+/)
+    .map(ipv4)
+    .filter((x) => x !== undefined);
+  // 172.16.x.x: outside Docker's default pools (172.17-31, 192.168), which later networks are taken from.
+  for (let third = 200; third < 255; third++) {
+    const candidate = `172.16.${third}.0/24`;
+    const [net, mask] = ipv4(candidate)!;
+    // Two blocks overlap when either contains the other's first address.
+    if (used.every(([n, m]) => (net & m) >>> 0 !== n && (n & mask) >>> 0 !== net)) return candidate;
+  }
+  throw new Error('no free 172.16.x.0/24 for the front network');
+}
+
 async function signingKey(): Promise<string> {
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
   const jwk = await exportJWK(privateKey);
@@ -117,7 +156,9 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
   const workDir = mkdtempSync(join(tmpdir(), `${project}-`));
   const [proxyPort, prometheusPort, postgresPort] = [await freePort(), await freePort(), await freePort()];
   const baseUrl = `http://127.0.0.1:${proxyPort}`;
-  const postgresPassword = randomBytes(12).toString('hex');
+  const secret = () => randomBytes(12).toString('hex');
+  const postgresPassword = secret();
+  const secrets = { toolsDbPassword: secret(), redisGatewayPassword: secret() };
   // Prometheus as deployed, but scraping and evaluating every 2 s so the suite sees series and alerts quickly.
   const promConfig = join(workDir, 'prometheus.yml');
   writeFileSync(
@@ -129,7 +170,14 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
   );
   const env: Record<string, string> = {
     POSTGRES_PASSWORD: postgresPassword,
-    DATABASE_URL: `postgresql://platform:${postgresPassword}@postgres:5432/platform`,
+    DATABASE_ADDRESS: 'postgres:5432/platform',
+    PLATFORM_MIGRATE_DB_PASSWORD: secret(),
+    PLATFORM_IDP_DB_PASSWORD: secret(),
+    PLATFORM_TOOLS_DB_PASSWORD: secrets.toolsDbPassword,
+    REDIS_ADMIN_PASSWORD: secret(),
+    REDIS_IDP_PASSWORD: secret(),
+    REDIS_GATEWAY_PASSWORD: secrets.redisGatewayPassword,
+    FRONT_SUBNET: await freeSubnet(cfg),
     PUBLIC_BASE_URL: baseUrl,
     PLATFORM_OIDC_ISSUER: baseUrl,
     PLATFORM_AUDIENCE: baseUrl,
@@ -156,8 +204,9 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
     TOOL_REPLICAS: String(REPLICAS),
     LOG_LEVEL: 'info',
     // Every request of the suite comes from one address (the host, through the proxy); the fault runs'
-    // refreshes alone exceed the default token limit, which is not what they measure.
-    PLATFORM_RATE_LIMITS: 'token=100000/60',
+    // refreshes alone exceed the default token limit, which is not what they measure. Registrations are
+    // limited low for isolation.test.ts, which counts clients behind the proxy.
+    PLATFORM_RATE_LIMITS: `token=100000/60,register=${REGISTER_LIMIT}/60`,
   };
   const envFile = join(workDir, '.env');
   writeFileSync(
@@ -175,6 +224,8 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
     envFile,
     workDir,
     composeArgs: composeArgs(project, envFile),
+    images,
+    secrets,
   };
   try {
     const t0 = performance.now();
@@ -198,6 +249,9 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
     } finally {
       await c.end();
     }
+    // The roles were made at Postgres's first start, before these tables existed: their grants now, as an
+    // operator does once the web application has created its tables (docs/deploy.md § Database roles).
+    await compose(cfg, info, ['exec', '-T', 'postgres', '/docker-entrypoint-initdb.d/10-platform-roles.sh']);
     const t1 = performance.now();
     await compose(cfg, info, ['up', '-d', '--no-build'], 600_000);
     await waitFor(
@@ -211,6 +265,10 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
       dataStartSeconds: Math.round((t1 - t0) / 100) / 10,
     };
   } catch (err) {
+    // What the containers said, before they are gone with the stack.
+    const logs = await compose(cfg, info, ['logs', '--no-color', '--tail', '15']).catch(() => undefined);
+    if (logs)
+      process.stdout.write(`[containers] the stack did not come up; its last log lines:\n${logs.stdout}\n`);
     await stackDown(cfg, info).catch(() => {});
     throw err;
   }

@@ -1,9 +1,9 @@
 import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-// Least disruptive first: the doctor and Prometheus on the fresh stack, then the fault runs, then the outages
-// of Redis and Postgres.
-const ORDER = ['doctor', 'prometheus', 'faults', 'outages'];
+// Least disruptive first: the doctor, the isolation attacks and Prometheus on the fresh stack, then the fault
+// runs, then the outages of Redis and Postgres.
+const ORDER = ['doctor', 'isolation', 'prometheus', 'faults', 'outages'];
 const rank = (s: TestSpecification) => {
   const i = ORDER.findIndex((n) => s.moduleId.endsWith(`/${n}.test.ts`));
   return i === -1 ? ORDER.length : i;

@@ -17,7 +17,7 @@ import { isExampleSecret } from '../../lib/example-secrets.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import { loadToolConfig } from '../../tools/config.ts';
 import { freePort } from '../helpers/processes.ts';
-import { DEPLOY_DIR, deployFile, REPO_DIR } from './support.ts';
+import { DEPLOY_DIR, deployFile, envFile, interpolate, REPO_DIR } from './support.ts';
 
 const SERVICES = ['platform', 'mail', 'deals'];
 
@@ -154,13 +154,23 @@ describe('deploy/Caddyfile', () => {
         };
       };
     };
-    const [server] = Object.values(json.apps.http.servers);
-    expect(server!.listen).toEqual([':80']);
-    const handlers = server!.routes.flatMap((r) => r.handle);
-    expect(handlers.map((h) => h.handler)).toEqual(['encode', 'reverse_proxy', 'reverse_proxy']);
-    for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
-      expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+    const servers = Object.values(json.apps.http.servers);
+    // The open port and the tunnel's: the same flat routes, each naming the client its own way.
+    expect(servers.map((x) => x.listen)).toEqual([[':80'], [':81']]);
+    const clientAddress: string[] = [];
+    for (const server of servers) {
+      const handlers = server.routes.flatMap((r) => r.handle);
+      expect(handlers.map((h) => h.handler)).toEqual(['vars', 'encode', 'reverse_proxy', 'reverse_proxy']);
+      clientAddress.push(String(handlers[0]!.client_address));
+      for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
+        expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
+        // Exactly one X-Forwarded-For leaves the proxy: the client address, whatever the client sent.
+        expect(h.headers).toEqual({
+          request: { set: { 'X-Forwarded-For': ['{http.vars.client_address}'] } },
+        });
+      }
     }
+    expect(clientAddress).toEqual(['{http.request.remote.host}', '{http.request.header.Cf-Connecting-IP}']);
   });
 });
 
@@ -179,7 +189,7 @@ describe('deploy/cloudflared/config.yml', () => {
         host,
         tunnelId: config.tunnel,
         services: SERVICES,
-        proxyUrl: 'http://proxy:80',
+        proxyUrl: 'http://proxy:81',
       }),
     );
   });
@@ -190,7 +200,7 @@ describe('deploy/cloudflared/config.yml', () => {
       rules.find((r) => r.hostname !== undefined && new RegExp(r.path ?? '').test(path));
     for (const s of SERVICES) {
       for (const path of [`/${s}/mcp`, `/${s}/.well-known/oauth-protected-resource`, `/${s}/health`]) {
-        expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+        expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:81' });
       }
       expect(rules.filter((r) => r.path === `^/${s}/mcp$`)).toHaveLength(1);
       expect(rules.filter((r) => r.path === `^/${s}/\\.well-known/oauth-protected-resource$`)).toHaveLength(
@@ -215,7 +225,7 @@ describe('deploy/cloudflared/config.yml', () => {
       '/admin/users/a%40b.c',
       '/admin/api/audit',
     ])
-      expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:80' });
+      expect(routed(path), path).toMatchObject({ hostname: host, service: 'http://proxy:81' });
     for (const path of ['/administrator', '/oauth/devices', '/x/admin'])
       expect(routed(path), path).toBeUndefined();
     expect(rules.at(-1)).toEqual({ service: 'http_status:404' });
@@ -223,34 +233,6 @@ describe('deploy/cloudflared/config.yml', () => {
     expect(config['credentials-file']).toBe('/etc/cloudflared/credentials.json');
   });
 });
-
-/** `KEY=value` lines of an env file (compose's .env syntax as env.example uses it: no quotes). */
-function envFile(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line.trim());
-    if (m) out[m[1]!] = m[2]!;
-  }
-  return out;
-}
-
-/** Compose interpolation of `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`. */
-function interpolate(value: string, vars: Record<string, string>, used: Set<string>): string {
-  return value.replace(
-    /\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}/g,
-    (_m, name: string, op?: string, arg?: string) => {
-      used.add(name);
-      const v = vars[name];
-      if (op === ':-') return v === undefined || v === '' ? (arg ?? '') : v;
-      if (op === '-') return v === undefined ? (arg ?? '') : v;
-      if (op === ':?') {
-        if (v === undefined || v === '') throw new Error(`compose would stop: ${name}: ${arg}`);
-        return v;
-      }
-      return v ?? '';
-    },
-  );
-}
 
 describe('deploy/compose.yaml', () => {
   type Service = {
@@ -364,6 +346,62 @@ describe('deploy/compose.yaml', () => {
       if (name !== 'idp')
         expect(Object.keys(s.environment ?? {}), name).not.toContain('PLATFORM_OIDC_PRIVATE_KEY');
     }
+  });
+
+  const networksOf = (name: string): string[] => {
+    const n = services[name]!.networks ?? [];
+    return (Array.isArray(n) ? n : Object.keys(n)).sort();
+  };
+  const on = (network: string) =>
+    Object.keys(services)
+      .filter((name) => networksOf(name).includes(network))
+      .sort();
+
+  it('puts Redis on a network of its own that only the IdP and the gateway join', () => {
+    expect(networksOf('redis')).toEqual(['redis']);
+    expect(on('redis')).toEqual(['gateway', 'idp', 'redis']);
+    const networks = (
+      parse(deployFile('compose.yaml')) as { networks: Record<string, { internal?: boolean }> }
+    ).networks;
+    expect(networks.redis?.internal).toBe(true);
+    // Each with its own user and password, from deploy/.env.
+    expect(envOf('idp').REDIS_URL).toBe(`redis://idp:${example.REDIS_IDP_PASSWORD}@redis:6379`);
+    expect(envOf('gateway').REDIS_URL).toBe(`redis://gateway:${example.REDIS_GATEWAY_PASSWORD}@redis:6379`);
+    const command = (services.redis!.command ?? []).join(' ');
+    expect(command).toContain('--user default off resetpass resetkeys resetchannels -@all');
+    // The health check authenticates (as admin, whose password only the Redis container has).
+    expect(String(services.redis!.healthcheck?.test)).toContain('--user admin ping');
+    expect(Object.keys(envOf('redis'))).toEqual(['REDISCLI_AUTH']);
+  });
+
+  it('lets the IdP believe X-Forwarded-For only from the front network, which the proxy reaches it by', () => {
+    expect(on('front')).toEqual(['gateway', 'idp', 'proxy']);
+    expect(networksOf('proxy')).toEqual(['edge', 'front']);
+    expect(on('edge')).toEqual(['proxy', 'tunnel']);
+    const networks = (
+      parse(deployFile('compose.yaml')) as {
+        networks: Record<string, { ipam?: { config: Array<{ subnet: string }> } }>;
+      }
+    ).networks;
+    const subnet = interpolate(networks.front!.ipam!.config[0]!.subnet, example);
+    expect(loadIdpConfig(envOf('idp')).trustedProxies).toEqual([subnet]);
+  });
+
+  it('gives each component its own database role; only migrate gets the owner', () => {
+    const role = (name: string) => new URL(envOf(name).DATABASE_URL!).username;
+    expect(role('migrate')).toBe('platform_migrate');
+    expect(role('idp')).toBe('platform_idp');
+    for (const s of SERVICES) expect(role(`tool-${s}`)).toBe('platform_tools');
+    for (const [name, s] of Object.entries(services)) {
+      if (name !== 'postgres')
+        expect(Object.keys(s.environment ?? {}), name).not.toContain('POSTGRES_PASSWORD');
+    }
+    const mounts = (services.postgres!.volumes ?? []).filter((v) => v.startsWith('./'));
+    expect(mounts).toEqual([
+      './postgres/roles.sh:/docker-entrypoint-initdb.d/10-platform-roles.sh:ro',
+      './postgres/roles.sql:/etc/platform/postgres/roles.sql:ro',
+    ]);
+    for (const m of mounts) expect(existsSync(join(DEPLOY_DIR, m.split(':')[0]!)), m).toBe(true);
   });
 
   it('mounts the proxy and tunnel files that exist here', () => {

@@ -37,6 +37,10 @@ export async function startDeployStack(opts: {
   live: readonly string[];
   /** PUBLIC_BASE_URL when a proxy fronts the gateway. */
   publicBaseUrl?: string;
+  /** Each server's own REDIS_URL (a Redis with users); default: the suite's Redis for both. */
+  redis?: { idp: string; gateway: string };
+  /** More of the IdP's environment. */
+  idpEnv?: Record<string, string>;
 }): Promise<DeployStack> {
   const db = await createTestDatabase();
   const started: RunningProcess[] = [];
@@ -47,8 +51,8 @@ export async function startDeployStack(opts: {
     const publicBaseUrl = opts.publicBaseUrl ?? gatewayUrl;
     const idp = await startIdpProcess({
       databaseUrl: db.url,
-      redisUrl: inject('redisUrl'),
-      env: { PUBLIC_BASE_URL: publicBaseUrl, PLATFORM_SERVICES: opts.services.join(',') },
+      redisUrl: opts.redis?.idp ?? inject('redisUrl'),
+      env: { PUBLIC_BASE_URL: publicBaseUrl, PLATFORM_SERVICES: opts.services.join(','), ...opts.idpEnv },
     });
     started.push(idp);
     const upstreams: Record<string, string> = {};
@@ -71,7 +75,7 @@ export async function startDeployStack(opts: {
         ...upstreams,
         PLATFORM_ISSUER: idp.issuer,
         PLATFORM_AUDIENCE: idp.audience,
-        REDIS_URL: inject('redisUrl'),
+        REDIS_URL: opts.redis?.gateway ?? inject('redisUrl'),
         GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
         // A stopped tool server must show as a failed row at once, not after the 5 s retry window.
         GATEWAY_UPSTREAM_RETRY_SECONDS: '0',

@@ -52,3 +52,35 @@ export function row(rows: Row[], subject: string, refOrName: string): Row {
     );
   return found[0]!;
 }
+
+/** `KEY=value` lines of an env file (compose's .env syntax as env.example uses it: no quotes). */
+export function envFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(line.trim());
+    if (m) out[m[1]!] = m[2]!;
+  }
+  return out;
+}
+
+/** Compose interpolation of `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?error}`. */
+export function interpolate(
+  value: string,
+  vars: Record<string, string>,
+  used: Set<string> = new Set(),
+): string {
+  return value.replace(
+    /\$\{([A-Z0-9_]+)(?:(:?[-?])([^}]*))?\}/g,
+    (_m, name: string, op?: string, arg?: string) => {
+      used.add(name);
+      const v = vars[name];
+      if (op === ':-') return v === undefined || v === '' ? (arg ?? '') : v;
+      if (op === '-') return v === undefined ? (arg ?? '') : v;
+      if (op === ':?') {
+        if (v === undefined || v === '') throw new Error(`compose would stop: ${name}: ${arg}`);
+        return v;
+      }
+      return v ?? '';
+    },
+  );
+}
