@@ -5,7 +5,8 @@
 
 /** The published values, as written. Compared with white space removed (a PEM or JWK may be re-wrapped). */
 export const EXAMPLE_SECRETS: readonly string[] = [
-  // deploy/env.example: POSTGRES_PASSWORD, the password in DATABASE_URL, PLATFORM_OIDC_PRIVATE_KEY.
+  // deploy/env.example: POSTGRES_PASSWORD, PLATFORM_OIDC_PRIVATE_KEY; the database role and Redis user passwords
+  // (PLATFORM_*_DB_PASSWORD, REDIS_*_PASSWORD) are `change-me-…` placeholders, refused by their prefix below.
   'change-me',
   // deploy/env.example: GATEWAY_IDENTITY_SECRET.
   'change-me-to-48-random-bytes-from-openssl-rand-base64',

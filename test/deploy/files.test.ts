@@ -384,7 +384,7 @@ describe('deploy/compose.yaml', () => {
       }
     ).networks;
     const subnet = interpolate(networks.front!.ipam!.config[0]!.subnet, example);
-    expect(loadIdpConfig(envOf('idp')).trustedProxies).toEqual([subnet]);
+    expect(loadIdpConfig(ownEnvOf('idp')).trustedProxies).toEqual([subnet]);
   });
 
   it('gives each component its own database role; only migrate gets the owner', () => {

@@ -84,8 +84,8 @@ function publishedExamples(): Example[] {
 describe('the list of example secrets', () => {
   it('holds every example secret env.example and the documentation publish', () => {
     const found = publishedExamples();
-    // env.example alone: POSTGRES_PASSWORD, DATABASE_URL's password, PLATFORM_OIDC_PRIVATE_KEY,
-    // GATEWAY_IDENTITY_SECRET and the three tool identity keys (H5 adds Redis passwords).
+    // env.example alone: POSTGRES_PASSWORD, the three database role passwords, the three Redis passwords,
+    // PLATFORM_OIDC_PRIVATE_KEY, GATEWAY_IDENTITY_SECRET and the three tool identity keys.
     expect(found.filter((e) => e.where === 'deploy/env.example').length).toBeGreaterThanOrEqual(7);
     const missing = found.filter((e) => !isExampleSecret(e.value)).map((e) => `${e.where}: ${e.name}`);
     expect(missing, 'add these values to lib/example-secrets.ts').toEqual([]);
@@ -201,9 +201,9 @@ describe('a server started with an example secret', () => {
     );
     await refusedStart(
       ['idp'],
-      { ...base, DATABASE_URL: envExample.DATABASE_URL! },
+      { ...base, DATABASE_URL: withPassword(db(), envExample.PLATFORM_IDP_DB_PASSWORD!) },
       'DATABASE_URL',
-      'change-me',
+      envExample.PLATFORM_IDP_DB_PASSWORD!,
     );
     await refusedStart(
       ['idp'],
@@ -226,9 +226,9 @@ describe('a server started with an example secret', () => {
     const own = 'ab'.repeat(32);
     await refusedStart(
       ['tool', 'deals'],
-      { DATABASE_URL: envExample.DATABASE_URL!, TOOL_IDENTITY_KEY: own },
+      { DATABASE_URL: withPassword(db(), envExample.PLATFORM_TOOLS_DB_PASSWORD!), TOOL_IDENTITY_KEY: own },
       'DATABASE_URL',
-      'change-me',
+      envExample.PLATFORM_TOOLS_DB_PASSWORD!,
     );
     await refusedStart(
       ['tool', 'mail'],
