@@ -1,0 +1,258 @@
+// OpenID Connect checks mirrored from the OpenID Foundation's conformance suite (openid-certification/
+// conformance-suite, src/main/java/net/openid/conformance/openid/): the oidcc-config plan and the oidcc-basic
+// modules that apply to a public client with PKCE (client authentication `none`). One describe per module, named as
+// the module's testName; one `it` per condition the module calls, named as the condition class.
+// Everything goes through oauth4webapi (a certified, strict relying-party library) against a real `platform idp`
+// served over https; the browser step (session cookie, sign-in page, consent) is test/helpers/https-issuer.ts.
+// Where the suite waits (WaitFor2Seconds before max_age=1), the test moves the recorded sign-in back in the
+// database instead; where it waits one second so that two iat differ, the test waits for the next second.
+import * as oauth from 'oauth4webapi';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { sessionHash } from '../../idp/store/sessions.ts';
+import { registerClient } from '../helpers/clients.ts';
+import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { Browser, type BrowserOutcome, type HttpsIssuer, startHttpsIssuer } from '../helpers/https-issuer.ts';
+
+const REDIRECT = 'http://127.0.0.1:53682/oidc-callback';
+const SCOPE = 'openid email';
+
+let db: TestDatabase;
+let https: HttpsIssuer;
+let as: oauth.AuthorizationServer;
+let discovery: { status: number; contentType: string | null; body: Record<string, unknown> };
+let client: oauth.Client;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  https = await startHttpsIssuer({ databaseUrl: db.url, redisUrl: inject('redisUrl') });
+  const issuer = new URL(https.issuer);
+  const res = await oauth.discoveryRequest(issuer, { algorithm: 'oidc' });
+  discovery = {
+    status: res.status,
+    contentType: res.headers.get('content-type'),
+    body: (await res.clone().json()) as Record<string, unknown>,
+  };
+  as = await oauth.processDiscoveryResponse(issuer, res);
+  client = await registerPublicClient('OIDC conformance client');
+}, 60_000);
+
+afterAll(async () => {
+  await https?.close();
+  await db?.drop();
+});
+
+/** A public client (token_endpoint_auth_method none) registered through the registration endpoint. */
+async function registerPublicClient(name: string): Promise<oauth.Client> {
+  const r = await registerClient(https.issuer, {
+    client_name: name,
+    application_type: 'native',
+    redirect_uris: [REDIRECT],
+    token_endpoint_auth_method: 'none',
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+  });
+  expect(r.status, JSON.stringify(r.json)).toBe(201);
+  return { client_id: r.json.client_id, token_endpoint_auth_method: 'none' };
+}
+
+/** A new user with a browser that has never been to the provider. */
+async function newBrowser(): Promise<Browser> {
+  return new Browser(https.issuer, db.pool, await seedUser(db.pool));
+}
+
+interface Authorization {
+  state: string;
+  nonce: string | undefined;
+  verifier: string;
+  outcome: BrowserOutcome;
+}
+
+/** The authorization request (code, PKCE S256, state, nonce), opened in the browser. */
+async function authorize(
+  browser: Browser,
+  params: Record<string, string | undefined> = {},
+  c: oauth.Client = client,
+): Promise<Authorization> {
+  const state = oauth.generateRandomState();
+  const nonce = oauth.generateRandomNonce();
+  const verifier = oauth.generateRandomCodeVerifier();
+  const all: Record<string, string | undefined> = {
+    client_id: c.client_id,
+    redirect_uri: REDIRECT,
+    response_type: 'code',
+    scope: SCOPE,
+    state,
+    nonce,
+    code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
+    code_challenge_method: 'S256',
+    ...params,
+  };
+  const url = new URL(as.authorization_endpoint!);
+  for (const [k, v] of Object.entries(all)) if (v !== undefined) url.searchParams.set(k, v);
+  return { state: all.state!, nonce: all.nonce, verifier, outcome: await browser.open(url) };
+}
+
+function callbackOf(a: Authorization): URL {
+  if (a.outcome.kind !== 'callback')
+    throw new Error(`no redirect to the client: ${a.outcome.status} ${a.outcome.body.slice(0, 300)}`);
+  return a.outcome.url;
+}
+
+interface CodeFlow {
+  authorization: Authorization;
+  callback: URLSearchParams;
+  tokenResponse: Response;
+  tokens: oauth.TokenEndpointResponse;
+  claims: oauth.IDToken;
+}
+
+/** The whole code flow, strictly validated: callback (state, iss), token response, id_token (nonce, max_age). */
+async function codeFlow(
+  browser: Browser,
+  params: Record<string, string | undefined> = {},
+  o: { maxAge?: number; c?: oauth.Client } = {},
+): Promise<CodeFlow> {
+  const c = o.c ?? client;
+  const authorization = await authorize(browser, params, c);
+  const callback = oauth.validateAuthResponse(as, c, callbackOf(authorization), authorization.state);
+  const tokenResponse = await oauth.authorizationCodeGrantRequest(
+    as,
+    c,
+    oauth.None(),
+    callback,
+    REDIRECT,
+    authorization.verifier,
+  );
+  const tokens = await oauth.processAuthorizationCodeResponse(as, c, tokenResponse, {
+    expectedNonce: authorization.nonce ?? oauth.expectNoNonce,
+    requireIdToken: true,
+    maxAge: o.maxAge,
+  });
+  return { authorization, callback, tokenResponse, tokens, claims: oauth.getValidatedIdTokenClaims(tokens)! };
+}
+
+/** The user signed in `seconds` ago: the provider's record of the browser's sign-in moved back. */
+async function signedInAgo(browser: Browser, seconds: number): Promise<void> {
+  const { rowCount } = await db.pool.query(
+    `UPDATE platform.web_session_logins SET auth_time = auth_time - $2::int WHERE session_hash = $1`,
+    [sessionHash(browser.sessionToken!), seconds],
+  );
+  expect(rowCount, 'the provider has not seen this session').toBe(1);
+}
+
+/** WaitForOneSecond: until the clock is past `iat`, so the next token's iat differs. */
+async function nextSecondAfter(iat: number): Promise<void> {
+  while (Math.floor(Date.now() / 1000) <= iat) await new Promise((r) => setTimeout(r, 50));
+}
+
+const ERROR_CHARS = /^[\x20-\x21\x23-\x5B\x5D-\x7E]*$/; // RFC 6749 §5.2 error and error_description
+
+function decodedHeader(jwt: string): Record<string, unknown> {
+  return JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
+}
+
+// ───────────────────────────────────────── oidcc-config plan ─────────────────────────────────────────
+
+describe('oidcc-discovery-endpoint-verification', () => {
+  it('GetDynamicServerConfiguration (processDiscoveryResponse accepts the document for the https issuer)', () => {
+    expect(as.issuer).toBe(https.issuer);
+    expect(https.issuer).toMatch(/^https:\/\/localhost:\d+$/);
+  });
+  it('EnsureDiscoveryEndpointResponseStatusCodeIs200', () => {
+    expect(discovery.status).toBe(200);
+  });
+  it('CheckDiscoveryEndpointReturnedJsonContentType', () => {
+    expect(discovery.contentType).toMatch(/^application\/json\b/);
+  });
+  it('OIDCCCheckDiscEndpointResponseTypesSupported', () => {
+    expect(as.response_types_supported).toContain('code');
+  });
+  it('CheckDiscEndpointDiscoveryUrl', () => {
+    expect(`${as.issuer}/.well-known/openid-configuration`).toBe(
+      `${https.issuer}/.well-known/openid-configuration`,
+    );
+  });
+  it('CheckDiscEndpointIssuer', () => {
+    expect(discovery.body.issuer).toBe(https.issuer);
+  });
+  it('CheckDiscEndpointIssuerIsValidUrl', () => {
+    const u = new URL(as.issuer);
+    expect(u.protocol).toBe('https:');
+    expect(u.search + u.hash).toBe('');
+  });
+  it('CheckDiscEndpointSubjectTypesSupported', () => {
+    const types = as.subject_types_supported as string[];
+    expect(types.length).toBeGreaterThan(0);
+    for (const t of types) expect(['public', 'pairwise']).toContain(t);
+  });
+  it('OIDCCCheckDiscEndpointIdTokenSigningAlgValuesSupported', () => {
+    expect(as.id_token_signing_alg_values_supported).toContain('RS256');
+    expect(as.id_token_signing_alg_values_supported).not.toContain('none');
+  });
+  it('CheckDiscEndpointAuthorizationEndpoint', () => {
+    expect(as.authorization_endpoint).toMatch(/^https:\/\//);
+  });
+  it('CheckDiscEndpointTokenEndpoint', () => {
+    expect(as.token_endpoint).toMatch(/^https:\/\//);
+  });
+  it('CheckDiscEndpointUserinfoEndpoint', () => {
+    expect(as.userinfo_endpoint).toMatch(/^https:\/\//);
+  });
+  it('CheckDiscEndpointRegistrationEndpoint', () => {
+    expect(as.registration_endpoint).toMatch(/^https:\/\//);
+  });
+  it('CheckJwksUri', () => {
+    expect(as.jwks_uri).toMatch(/^https:\/\//);
+  });
+  it('FetchServerKeys, ValidateServerJWKs, CheckForKeyIdInServerJWKs', async () => {
+    const res = await fetch(as.jwks_uri!);
+    expect(res.status).toBe(200);
+    const { keys } = (await res.json()) as { keys: Array<Record<string, unknown>> };
+    expect(keys.length).toBeGreaterThan(0);
+    for (const k of keys) {
+      expect(k.kty).toBe('RSA');
+      expect(typeof k.n).toBe('string');
+      expect(typeof k.e).toBe('string');
+      expect(typeof k.kid).toBe('string');
+    }
+    expect(new Set(keys.map((k) => k.kid)).size).toBe(keys.length);
+  });
+  it('EnsureServerJwksDoesNotContainPrivateOrSymmetricKeys', async () => {
+    const { keys } = (await (await fetch(as.jwks_uri!)).json()) as { keys: Array<Record<string, unknown>> };
+    for (const k of keys) {
+      expect(k.kty).not.toBe('oct');
+      for (const p of ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k']) expect(k).not.toHaveProperty(p);
+    }
+  });
+  it('CheckDiscEndpointRequestParameterSupported, CheckDiscEndpointRequestUriParameterSupported', () => {
+    expect(as.request_parameter_supported).toBe(false);
+    expect(as.request_uri_parameter_supported).toBe(false);
+  });
+  it('CheckDiscEndpointClaimsParameterSupported', () => {
+    expect(as.claims_parameter_supported).toBe(false);
+  });
+  it('OIDCCCheckDiscEndpointClaimsSupported', () => {
+    for (const c of ['sub', 'iss', 'aud', 'exp', 'iat', 'auth_time', 'email', 'email_verified'])
+      expect(as.claims_supported).toContain(c);
+  });
+  it('OIDCCCheckDiscEndpointGrantTypesSupported', () => {
+    expect(as.grant_types_supported).toContain('authorization_code');
+  });
+  it('CheckDiscEndpointScopesSupportedContainsOpenId', () => {
+    expect(as.scopes_supported).toContain('openid');
+  });
+  it('CheckDiscEndpointScopesSupportedSyntax', () => {
+    for (const s of as.scopes_supported!) expect(s).toMatch(/^[\x21\x23-\x5B\x5D-\x7E]+$/);
+  });
+  it('CheckDiscEndpointAllEndpointsAreHttps', () => {
+    const endpoints = Object.entries(discovery.body).filter(
+      ([k]) => k.endsWith('_endpoint') || k === 'jwks_uri',
+    );
+    expect(endpoints.length).toBeGreaterThan(4);
+    for (const [k, v] of endpoints) expect(v, k).toMatch(/^https:\/\//);
+  });
+  it('EnsureServerConfigurationCodeChallengeMethodsSupportedIsAnArray', () => {
+    expect(Array.isArray(as.code_challenge_methods_supported)).toBe(true);
+    expect(as.code_challenge_methods_supported).toContain('S256');
+  });
+});
