@@ -73,12 +73,17 @@ export class Browser {
   readonly signInPages: URL[] = [];
   readonly cookieName = '__Secure-authjs.session-token';
 
-  constructor(
-    private readonly issuer: string,
-    private readonly pool: pg.Pool,
-    readonly user: SeededUser,
-    private readonly consent: 'approve' | 'deny' = 'approve',
-  ) {}
+  private readonly issuer: string;
+  private readonly pool: pg.Pool;
+  readonly user: SeededUser;
+  private readonly consent: 'approve' | 'deny';
+
+  constructor(issuer: string, pool: pg.Pool, user: SeededUser, consent: 'approve' | 'deny' = 'approve') {
+    this.issuer = issuer;
+    this.pool = pool;
+    this.user = user;
+    this.consent = consent;
+  }
 
   async open(start: URL | string): Promise<BrowserOutcome> {
     let url = new URL(start);

@@ -10,7 +10,7 @@ import * as oauth from 'oauth4webapi';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { sessionHash } from '../../idp/store/sessions.ts';
 import { registerClient } from '../helpers/clients.ts';
-import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { Browser, type BrowserOutcome, type HttpsIssuer, startHttpsIssuer } from '../helpers/https-issuer.ts';
 
 const REDIRECT = 'http://127.0.0.1:53682/oidc-callback';
@@ -435,5 +435,243 @@ describe('oidcc-codereuse-30seconds', () => {
       first.tokens.refresh_token!,
     );
     expect(refreshed.status).toBe(400);
+  });
+});
+
+describe('oidcc-ensure-registered-redirect-uri', () => {
+  it('ExpectRedirectUriErrorPage (an unregistered redirect_uri: an error page, no redirect)', async () => {
+    const a = await authorize(await newBrowser(), {
+      redirect_uri: `https://unregistered.example/${oauth.generateRandomState()}`,
+    });
+    expect(a.outcome.kind).toBe('page');
+    const page = a.outcome as Extract<BrowserOutcome, { kind: 'page' }>;
+    expect(page.status).toBe(400);
+    expect(page.headers.get('location')).toBeNull();
+    expect(page.headers.get('content-type')).toMatch(/^text\/html\b/);
+    expect(page.body).toContain('redirect_uri');
+  });
+});
+
+describe('oidcc-ensure-redirect-uri-in-authorization-request', () => {
+  it('ExpectRedirectUriMissingErrorPage (no redirect_uri: an error page, no redirect)', async () => {
+    const a = await authorize(await newBrowser(), { redirect_uri: undefined });
+    expect(a.outcome.kind).toBe('page');
+    const page = a.outcome as Extract<BrowserOutcome, { kind: 'page' }>;
+    expect(page.status).toBe(400);
+    expect(page.headers.get('location')).toBeNull();
+    expect(page.body).toContain('redirect_uri is missing');
+  });
+});
+
+describe('oidcc-prompt-none-not-logged-in', () => {
+  let a: Authorization;
+  beforeAll(async () => {
+    // the suite's requested_state_length 128: the state must come back uncorrupted
+    a = await authorize(await newBrowser(), {
+      prompt: 'none',
+      state: oauth.generateRandomState().repeat(3).slice(0, 128),
+    });
+  });
+  it('CheckStateInAuthorizationResponse, ValidateErrorResponseFromAuthorizationEndpoint', () => {
+    const cb = callbackOf(a);
+    expect(cb.searchParams.get('state')).toBe(a.state);
+    expect(a.state).toHaveLength(128);
+    expect(cb.searchParams.get('error')).toMatch(ERROR_CHARS);
+    expect(cb.searchParams.get('code')).toBeNull();
+  });
+  it('CheckErrorFromAuthorizationEndpointIsOneThatRequiredAUserInterface (validateAuthResponse raises it)', () => {
+    let err: unknown;
+    try {
+      oauth.validateAuthResponse(as, client, callbackOf(a), a.state);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(oauth.AuthorizationResponseError);
+    expect([
+      'login_required',
+      'interaction_required',
+      'consent_required',
+      'account_selection_required',
+    ]).toContain((err as oauth.AuthorizationResponseError).error);
+  });
+});
+
+describe('oidcc-prompt-none-logged-in', () => {
+  let first: CodeFlow;
+  let second: CodeFlow;
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await newBrowser();
+    first = await codeFlow(browser);
+    second = await codeFlow(browser, { prompt: 'none' });
+  });
+  it('CheckIdTokenAuthTimeClaimsSameIfPresent', () => {
+    expect(first.claims.auth_time).toBeTypeOf('number');
+    expect(second.claims.auth_time).toBe(first.claims.auth_time);
+  });
+  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
+    expect(second.claims.sub).toBe(first.claims.sub);
+  });
+  it('the second authorization did not ask the user to sign in', () => {
+    expect(browser.signInPages).toHaveLength(1);
+  });
+});
+
+describe('oidcc-prompt-login', () => {
+  let first: CodeFlow;
+  let second: CodeFlow;
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await newBrowser();
+    first = await codeFlow(browser);
+    // the user signed in a minute before the first authorization's id_token (the suite's user takes seconds)
+    await signedInAgo(browser, 60);
+    first = await codeFlow(browser);
+    second = await codeFlow(browser, { prompt: 'login' });
+  });
+  it('ExpectSecondLoginPage (prompt=login sends the signed-in browser to the sign-in page again)', () => {
+    expect(browser.signInPages).toHaveLength(2);
+    const again = browser.signInPages[1]!;
+    expect(`${again.origin}${again.pathname}`).toBe(`${https.issuer}/api/auth/signin`);
+    expect(new URL(again.searchParams.get('callbackUrl')!).searchParams.get('prompt')).toBe('login');
+  });
+  it('CheckIdTokenAuthTimeClaimsDifferIfPresent', () => {
+    expect(second.claims.auth_time).toBeTypeOf('number');
+    expect(second.claims.auth_time).not.toBe(first.claims.auth_time);
+    expect(second.claims.auth_time!).toBeGreaterThan(first.claims.auth_time!);
+  });
+  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
+    expect(second.claims.sub).toBe(first.claims.sub);
+  });
+});
+
+describe('oidcc-max-age-1', () => {
+  let first: CodeFlow;
+  let second: CodeFlow;
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await newBrowser();
+    first = await codeFlow(browser);
+    await signedInAgo(browser, 2); // WaitFor2Seconds
+    first = await codeFlow(browser);
+    second = await codeFlow(browser, { max_age: '1' }, { maxAge: 1 });
+  });
+  it('ExpectSecondLoginPage', () => {
+    expect(browser.signInPages).toHaveLength(2);
+  });
+  it('CheckIdTokenAuthTimeClaimPresentDueToMaxAge', () => {
+    expect(second.claims.auth_time).toBeTypeOf('number');
+  });
+  it('CheckSecondIdTokenAuthTimeIsLaterIfPresent', () => {
+    expect(second.claims.auth_time!).toBeGreaterThan(first.claims.auth_time!);
+  });
+  it('CheckIdTokenAuthTimeIsRecentIfPresent (processAuthorizationCodeResponse with maxAge 1)', () => {
+    expect(Math.floor(Date.now() / 1000) - second.claims.auth_time!).toBeLessThanOrEqual(1 + 30);
+  });
+});
+
+describe('oidcc-max-age-10000', () => {
+  let first: CodeFlow;
+  let second: CodeFlow;
+  let browser: Browser;
+  beforeAll(async () => {
+    browser = await newBrowser();
+    first = await codeFlow(browser);
+    second = await codeFlow(browser, { max_age: '10000' }, { maxAge: 10000 });
+  });
+  it('CheckIdTokenAuthTimeClaimsSameIfPresent', () => {
+    expect(second.claims.auth_time).toBe(first.claims.auth_time);
+  });
+  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
+    expect(second.claims.sub).toBe(first.claims.sub);
+  });
+  it('no second login page (the sign-in is known and within max_age)', () => {
+    expect(browser.signInPages).toHaveLength(1);
+  });
+});
+
+describe('oidcc-refresh-token', () => {
+  let browser: Browser;
+  let first: CodeFlow;
+  let refreshResponse: Response;
+  let refreshed: oauth.TokenEndpointResponse;
+  let client2: oauth.Client;
+  let client2Tokens: CodeFlow;
+  beforeAll(async () => {
+    browser = await newBrowser();
+    first = await codeFlow(browser);
+    await nextSecondAfter(first.claims.iat); // WaitForOneSecond
+    refreshResponse = await oauth.refreshTokenGrantRequest(
+      as,
+      client,
+      oauth.None(),
+      first.tokens.refresh_token!,
+      {
+        additionalParameters: { scope: SCOPE }, // AddScopeToTokenEndpointRequest
+      },
+    );
+    refreshed = await oauth.processRefreshTokenResponse(as, client, refreshResponse);
+    client2 = await registerPublicClient('OIDC conformance second client');
+    client2Tokens = await codeFlow(browser, {}, { c: client2 });
+  });
+  it('EnsureServerConfigurationSupportsRefreshToken', () => {
+    expect(as.grant_types_supported).toContain('refresh_token');
+  });
+  it('EnsureRefreshTokenContainsAllowedCharactersOnly', () => {
+    expect(first.tokens.refresh_token).toMatch(/^[\x20-\x7E]+$/);
+  });
+  it('CheckTokenEndpointHttpStatus200', () => {
+    expect(refreshResponse.status).toBe(200);
+  });
+  it('CheckTokenEndpointReturnedJsonContentType', () => {
+    expect(refreshResponse.headers.get('content-type')).toMatch(/^application\/json\b/);
+  });
+  it('CheckTokenEndpointCacheHeaders', () => {
+    expect(refreshResponse.headers.get('cache-control')).toMatch(/\bno-store\b/);
+  });
+  it('ExtractAccessTokenFromTokenResponse, CheckTokenTypeIsBearer', () => {
+    expect(refreshed.access_token).toBeTruthy();
+    expect(refreshed.token_type).toBe('bearer');
+  });
+  it('ExtractExpiresInFromTokenEndpointResponse, ValidateExpiresIn', () => {
+    expect(refreshed.expires_in).toBeGreaterThan(0);
+  });
+  it('EnsureAccessTokenValuesAreDifferent', () => {
+    expect(refreshed.access_token).not.toBe(first.tokens.access_token);
+  });
+  it('ExtractRefreshTokenFromTokenResponse, EnsureMinimumRefreshTokenLength', () => {
+    expect(refreshed.refresh_token).toBeTruthy();
+    expect(refreshed.refresh_token).not.toBe(first.tokens.refresh_token);
+    expect(refreshed.refresh_token!.length).toBeGreaterThanOrEqual(22); // 128 bits of base64url
+  });
+  it('ExtractIdTokenFromTokenResponse, CompareIdTokenClaims (OIDC Core §12.2; processRefreshTokenResponse validates it)', async () => {
+    const second = oauth.getValidatedIdTokenClaims(refreshed)!;
+    expect(second).toBeDefined();
+    await oauth.validateApplicationLevelSignature(as, refreshResponse);
+    expect(second.iss).toBe(first.claims.iss);
+    expect(second.sub).toBe(first.claims.sub);
+    expect(second.iat).not.toBe(first.claims.iat);
+    expect([second.aud].flat().sort()).toEqual([first.claims.aud].flat().sort());
+    expect(second.auth_time).toBe(first.claims.auth_time);
+    expect(second.azp).toBe(first.claims.azp);
+  });
+  it('CallProtectedResourceWithBearerToken (the refreshed access token at userinfo)', async () => {
+    const res = await oauth.userInfoRequest(as, client, refreshed.access_token);
+    expect((await oauth.processUserInfoResponse(as, client, first.claims.sub, res)).sub).toBe(
+      browser.user.sub,
+    );
+  });
+  it("RefreshTokenRequestExpectingErrorSteps (the second client's refresh token presented by the first: invalid_grant)", async () => {
+    const res = await oauth.refreshTokenGrantRequest(
+      as,
+      client,
+      oauth.None(),
+      client2Tokens.tokens.refresh_token!,
+    );
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json\b/);
+    const err = await oauth.processRefreshTokenResponse(as, client, res).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(oauth.ResponseBodyError);
+    expect((err as oauth.ResponseBodyError).error).toBe('invalid_grant');
   });
 });
