@@ -675,3 +675,19 @@ describe('oidcc-refresh-token', () => {
     expect((err as oauth.ResponseBodyError).error).toBe('invalid_grant');
   });
 });
+
+// Modules that add one parameter the provider may ignore and expect the ordinary flow to succeed.
+describe.each([
+  ['oidcc-display-page', { display: 'page' }],
+  ['oidcc-display-popup', { display: 'popup' }],
+  ['oidcc-login-hint', { login_hint: 'someone@example.com' }],
+  ['oidcc-ui-locales', { ui_locales: 'se' }],
+  ['oidcc-claims-locales', { claims_locales: 'se' }],
+  ['oidcc-ensure-request-with-acr-values-succeeds', { acr_values: '1 2' }],
+  ['oidcc-ensure-request-with-unknown-parameter-succeeds', { extra: 'foobar' }],
+])('%s', (_module, params) => {
+  it('CheckIfAuthorizationEndpointError, CheckIfTokenEndpointResponseError, ValidateIdToken', async () => {
+    const flow = await codeFlow(await newBrowser(), params);
+    expect(flow.claims.sub).toBeTruthy();
+  });
+});
