@@ -1,11 +1,9 @@
 // Redis stopped and restarted under two running gateways (one fail-open, one fail-closed). The Redis here
 // is a throwaway `redis-server` on its own port, never the machine's shared one.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisRevocationPublisher } from '../../lib/revocation.ts';
-import { freePort } from '../helpers/processes.ts';
+import { startThrowawayRedis, type ThrowawayRedis } from '../helpers/throwaway-redis.ts';
 import {
   call,
   errorOf,
@@ -20,56 +18,19 @@ import {
 
 const AUDIENCE = 'https://platform.test/api';
 
-let port: number;
-let server: ChildProcess | undefined;
+let redis: ThrowawayRedis;
 let ks: KeyServer;
 let upstream: Upstream;
 let open: GatewayProcess;
 let closed: GatewayProcess;
 
-async function startRedis(): Promise<void> {
-  server = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  for (let i = 0; ; i++) {
-    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      return;
-    } catch (err) {
-      if (i > 100) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      probe.disconnect();
-    }
-  }
-}
-
-async function stopRedis(): Promise<void> {
-  const s = server;
-  server = undefined;
-  if (!s || s.exitCode !== null) return;
-  const exited = new Promise((r) => s.once('exit', r));
-  s.kill('SIGKILL');
-  await exited;
-}
-
 /** Publishes on the throwaway Redis through a short-lived connection (the way `platform admin` would). */
 async function revoke(jti: string): Promise<void> {
-  const r = new Redis({ port, host: '127.0.0.1' });
-  await new RedisRevocationPublisher(r).denyJti(jti, Math.floor(Date.now() / 1000) + 3600);
-  await r.quit();
+  await redis.run((r) => new RedisRevocationPublisher(r).denyJti(jti, Math.floor(Date.now() / 1000) + 3600));
 }
 
 beforeAll(async () => {
-  port = await freePort();
-  await startRedis();
+  redis = await startThrowawayRedis();
   [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
   const env = (mode: string) => ({
     PUBLIC_BASE_URL: 'https://mcp.example.test',
@@ -78,7 +39,7 @@ beforeAll(async () => {
     PLATFORM_ISSUER: ks.issuer,
     PLATFORM_JWKS_URL: ks.jwksUrl,
     PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: `redis://127.0.0.1:${port}`,
+    REDIS_URL: redis.url,
     GATEWAY_REVOCATION_MODE: mode,
   });
   [open, closed] = await Promise.all([
@@ -89,7 +50,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all([open?.stop(), closed?.stop()]);
-  await stopRedis();
+  await redis?.stop();
   await Promise.all([ks?.close(), upstream?.close()]);
 });
 
@@ -123,7 +84,7 @@ describe('Redis stopped and restarted mid-test', () => {
       await expect.poll(async () => errorOf(await post(gw, revoked.t)).reason).toBe('token_revoked');
     }
 
-    await stopRedis();
+    await redis.stop();
     // fail-closed notices at once (the connection closes) and refuses what it cannot vouch for …
     await expect.poll(async () => (await post(closed, warm.t)).status).toBe(503);
     const r = await post(closed, warm.t);
@@ -138,7 +99,7 @@ describe('Redis stopped and restarted mid-test', () => {
     await new Promise((res) => setTimeout(res, 1500));
     for (const gw of [open, closed]) expect(outageWarnings(gw)).toHaveLength(1);
 
-    await startRedis();
+    await redis.start();
     await expect.poll(async () => (await post(closed, warm.t)).status, { timeout: 10_000 }).toBe(200);
     await expect
       .poll(() => open.logs().some((l) => l.msg === 'redis reachable again'), { timeout: 10_000 })
