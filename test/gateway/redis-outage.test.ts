@@ -5,22 +5,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisRevocationPublisher } from '../../lib/revocation.ts';
 import { startThrowawayRedis, type ThrowawayRedis } from '../helpers/throwaway-redis.ts';
 import {
-  call,
   errorOf,
   type GatewayProcess,
-  type KeyServer,
-  mint,
-  startGatewayProcess,
-  startKeyServer,
-  startUpstream,
-  type Upstream,
+  type GatewayStack,
+  platformToken,
+  postMail as post,
+  startGatewayStack,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
-
 let redis: ThrowawayRedis;
-let ks: KeyServer;
-let upstream: Upstream;
+let stack: GatewayStack;
 let open: GatewayProcess;
 let closed: GatewayProcess;
 
@@ -31,46 +25,24 @@ async function revoke(jti: string): Promise<void> {
 
 beforeAll(async () => {
   redis = await startThrowawayRedis();
-  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
-  const env = (mode: string) => ({
-    PUBLIC_BASE_URL: 'https://mcp.example.test',
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    PLATFORM_ISSUER: ks.issuer,
-    PLATFORM_JWKS_URL: ks.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: redis.url,
-    GATEWAY_REVOCATION_MODE: mode,
-  });
+  stack = await startGatewayStack(redis.url);
   [open, closed] = await Promise.all([
-    startGatewayProcess(env('fail-open')),
-    startGatewayProcess(env('fail-closed')),
+    stack.gateway({ GATEWAY_REVOCATION_MODE: 'fail-open' }),
+    stack.gateway({ GATEWAY_REVOCATION_MODE: 'fail-closed' }),
   ]);
 });
 
 afterAll(async () => {
-  await Promise.all([open?.stop(), closed?.stop()]);
+  await stack?.stop();
   await redis?.stop();
-  await Promise.all([ks?.close(), upstream?.close()]);
 });
 
 async function token() {
   const jti = randomUUID();
-  const t = await mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'o@example.com',
-      scope: 'mcp:mail',
-      jti,
-    },
-  });
+  const t = await platformToken(stack.ks, { email: 'o@example.com', jti });
   return { t, jti };
 }
 
-const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
 const outageWarnings = (gw: GatewayProcess) =>
   gw.logs().filter((l) => l.msg === 'redis unavailable: serving from memory until it is back');
 
