@@ -3,6 +3,7 @@
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { Credentials } from '../../cli/client/credentials.ts';
 import type { SeededUser } from '../helpers/database.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort, type IdpProcess, startPlatform } from '../helpers/processes.ts';
@@ -31,16 +32,7 @@ afterAll(async () => {
 
 const env = () => ({ XDG_CONFIG_HOME: home.dir, PLATFORM_ISSUER: idp.issuer });
 
-interface Stored {
-  issuer: string;
-  client_id: string;
-  access_token: string;
-  refresh_token: string;
-  expires_at: number;
-  scope: string;
-  id_token?: string;
-}
-const readStored = async () => JSON.parse(await readFile(home.credentials, 'utf8')) as Stored;
+const readStored = async () => JSON.parse(await readFile(home.credentials, 'utf8')) as Credentials;
 
 /** Starts `platform login --no-browser` and returns the process and the URL it printed. */
 async function startLogin(extraEnv: Record<string, string> = {}) {
