@@ -4,38 +4,29 @@ import { mkdir } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
-import {
-  type IdpProcess,
-  type RunningProcess,
-  startIdpProcess,
-  startPlatform,
-} from '../helpers/processes.ts';
-import { launchChromium, tempConfigHome } from './support.ts';
+import type { SeededUser, TestDatabase } from '../helpers/database.ts';
+import { type IdpProcess, type RunningProcess, startPlatform } from '../helpers/processes.ts';
+import { type ConfigHome, type LoginStack, startLoginStack } from './support.ts';
 
 const CODE_LINE = /enter the code\s+([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})/;
 const SCREENSHOTS = join(tmpdir(), 'platform-device-screens');
 
+let stack: LoginStack;
 let db: TestDatabase;
 let idp: IdpProcess;
 let user: SeededUser;
-let browser: Browser;
-let home: Awaited<ReturnType<typeof tempConfigHome>>;
+let home: ConfigHome;
 
 beforeAll(async () => {
-  [db, browser, home] = await Promise.all([createTestDatabase(), launchChromium(), tempConfigHome()]);
-  idp = await startIdpProcess({ databaseUrl: db.url, redisUrl: inject('redisUrl') });
-  user = await seedUser(db.pool, { email: 'Dana.Device@Example.com' });
+  stack = await startLoginStack(inject('redisUrl'), 'Dana.Device@Example.com');
+  ({ db, idp, user, home } = stack);
   await mkdir(SCREENSHOTS, { recursive: true });
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await idp?.stop();
-  await db?.drop();
-  await home?.cleanup();
+  await stack?.stop();
 });
 
 async function startDeviceLogin(): Promise<{ p: RunningProcess; code: string }> {
@@ -46,8 +37,7 @@ async function startDeviceLogin(): Promise<{ p: RunningProcess; code: string }> 
 
 /** A browser signed in to the web application, on the verification page without the code. */
 async function verificationPage(): Promise<Page> {
-  const context = await browser.newContext();
-  await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
+  const context = await stack.signedInContext();
   const page = await context.newPage();
   await page.goto(`${idp.issuer}/oauth/device`);
   return page;

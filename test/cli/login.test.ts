@@ -2,44 +2,37 @@
 // browser leg in headless Chromium carrying the web application's session cookie.
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
-import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import type { Credentials } from '../../cli/client/credentials.ts';
+import type { SeededUser } from '../helpers/database.ts';
 import { postForm } from '../helpers/oauth.ts';
-import { freePort, type IdpProcess, startIdpProcess, startPlatform } from '../helpers/processes.ts';
-import { AUTHORIZE_URL, launchChromium, runPlatform, tempConfigHome } from './support.ts';
+import { freePort, type IdpProcess, startPlatform } from '../helpers/processes.ts';
+import {
+  AUTHORIZE_URL,
+  type ConfigHome,
+  type LoginStack,
+  runPlatform,
+  startLoginStack,
+  tempConfigHome,
+} from './support.ts';
 
-let db: TestDatabase;
+let stack: LoginStack;
 let idp: IdpProcess;
 let user: SeededUser;
-let browser: Browser;
-let home: Awaited<ReturnType<typeof tempConfigHome>>;
+let home: ConfigHome;
 
 beforeAll(async () => {
-  [db, browser, home] = await Promise.all([createTestDatabase(), launchChromium(), tempConfigHome()]);
-  idp = await startIdpProcess({ databaseUrl: db.url, redisUrl: inject('redisUrl') });
-  user = await seedUser(db.pool, { email: 'Carol.Cli@Example.com' });
+  stack = await startLoginStack(inject('redisUrl'), 'Carol.Cli@Example.com');
+  ({ idp, user, home } = stack);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await idp?.stop();
-  await db?.drop();
-  await home?.cleanup();
+  await stack?.stop();
 });
 
 const env = () => ({ XDG_CONFIG_HOME: home.dir, PLATFORM_ISSUER: idp.issuer });
 
-interface Stored {
-  issuer: string;
-  client_id: string;
-  access_token: string;
-  refresh_token: string;
-  expires_at: number;
-  scope: string;
-  id_token?: string;
-}
-const readStored = async () => JSON.parse(await readFile(home.credentials, 'utf8')) as Stored;
+const readStored = async () => JSON.parse(await readFile(home.credentials, 'utf8')) as Credentials;
 
 /** Starts `platform login --no-browser` and returns the process and the URL it printed. */
 async function startLogin(extraEnv: Record<string, string> = {}) {
@@ -51,9 +44,8 @@ async function startLogin(extraEnv: Record<string, string> = {}) {
 
 /** The browser leg: the web application's session cookie, the authorize URL, the loopback answer's text. */
 async function signInInBrowser(url: URL): Promise<string> {
-  const context = await browser.newContext();
+  const context = await stack.signedInContext();
   try {
-    await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
     const page = await context.newPage();
     await page.goto(url.href);
     return (await page.textContent('body')) ?? '';

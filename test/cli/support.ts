@@ -4,8 +4,9 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium } from 'playwright-core';
-import { PLATFORM_BIN } from '../helpers/processes.ts';
+import { type Browser, type BrowserContext, chromium } from 'playwright-core';
+import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { type IdpProcess, PLATFORM_BIN, startIdpProcess } from '../helpers/processes.ts';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 /**
@@ -88,12 +89,14 @@ export function runPlatform(
   });
 }
 
-/** A temporary XDG_CONFIG_HOME, removed by `cleanup`. */
-export async function tempConfigHome(): Promise<{
+export interface ConfigHome {
   dir: string;
   credentials: string;
   cleanup(): Promise<void>;
-}> {
+}
+
+/** A temporary XDG_CONFIG_HOME, removed by `cleanup`. */
+export async function tempConfigHome(): Promise<ConfigHome> {
   const dir = await mkdtemp(join(tmpdir(), 'platform-cli-'));
   return {
     dir,
@@ -104,3 +107,39 @@ export async function tempConfigHome(): Promise<{
 
 /** The authorize URL `platform login` prints. */
 export const AUTHORIZE_URL = /(http:\/\/\S+\/oauth\/authorize\?\S+)/;
+
+/** What the login tests run against: a running IdP with one user, headless Chromium and a config home. */
+export interface LoginStack {
+  db: TestDatabase;
+  idp: IdpProcess;
+  user: SeededUser;
+  browser: Browser;
+  home: ConfigHome;
+  /** A new browser context carrying the user's web-application session cookie (the caller closes it). */
+  signedInContext(): Promise<BrowserContext>;
+  stop(): Promise<void>;
+}
+
+export async function startLoginStack(redisUrl: string, email: string): Promise<LoginStack> {
+  const [db, browser, home] = await Promise.all([createTestDatabase(), launchChromium(), tempConfigHome()]);
+  const idp = await startIdpProcess({ databaseUrl: db.url, redisUrl });
+  const user = await seedUser(db.pool, { email });
+  return {
+    db,
+    idp,
+    user,
+    browser,
+    home,
+    async signedInContext() {
+      const context = await browser.newContext();
+      await context.addCookies([{ name: 'authjs.session-token', value: user.sessionToken, url: idp.issuer }]);
+      return context;
+    },
+    async stop() {
+      await browser.close();
+      await idp.stop();
+      await db.drop();
+      await home.cleanup();
+    },
+  };
+}

@@ -11,11 +11,15 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
 import { exportJWK, type JWK, SignJWT } from 'jose';
 import { bodySha256, deriveIdentityKey, type Identity, verifyIdentity } from '../../lib/identity.ts';
+import { jwksKey } from '../../lib/revocation.ts';
 import { type GatewayProcess, startGatewayProcess as startProcess } from '../helpers/processes.ts';
 
 export const IDENTITY_SECRET = 'gateway-test-identity-secret-0123456789abcdef';
+/** The audience of the platform tokens minted with a stand-in key server. */
+export const AUDIENCE = 'https://platform.test/api';
 
 /**
  * Checks the identity headers a recorded request carried, as the tool server of `service` (default: the first
@@ -154,6 +158,160 @@ export async function mintHs256(
 export function b64(v: unknown): string {
   return Buffer.from(typeof v === 'string' ? v : JSON.stringify(v)).toString('base64url');
 }
+
+/** An RS256 platform token of key server `ks` (its first key): scope mcp:mail and a fresh sub unless `claims` say otherwise. */
+export function platformToken(
+  ks: KeyServer,
+  claims: Record<string, unknown> = {},
+  o: { iat?: number } = {},
+): Promise<string> {
+  return mint({
+    key: ks.keys[0]!,
+    claims: { iss: ks.issuer, aud: AUDIENCE, sub: `s-${randomUUID()}`, scope: 'mcp:mail', ...claims },
+    ...o,
+  });
+}
+
+/** A stand-in Entra tenant: a key server, the tenant id and the mail service's app (client) id. */
+export interface EntraTenant extends KeyServer {
+  tenant: string;
+  clientId: string;
+  /** A v2 access token for the mail app, as an Entra connector holds one; `claims` override (null removes). */
+  token(claims?: Record<string, unknown>, iat?: number): Promise<string>;
+}
+
+export async function startEntra(
+  tenant: string = randomUUID(),
+  clientId: string = randomUUID(),
+): Promise<EntraTenant> {
+  const ks = await startKeyServer();
+  return Object.assign(ks, {
+    tenant,
+    clientId,
+    token: (claims: Record<string, unknown> = {}, iat?: number) =>
+      mint({
+        key: ks.keys[0]!,
+        iat,
+        claims: {
+          iss: `https://login.microsoftonline.com/${tenant}/v2.0`,
+          aud: clientId,
+          sub: `pairwise-${randomUUID()}`,
+          oid: randomUUID(),
+          azp: 'connector',
+          scp: 'mcp.access',
+          uti: randomUUID(),
+          ...claims,
+        },
+      }),
+  });
+}
+
+/** An HS256 token of the mail service's own issuer for `audience`, valid 10 minutes from now; `claims` override. */
+export function mailServiceToken(
+  secret: string,
+  audience: string,
+  claims: Record<string, unknown> = {},
+): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return mintHs256(secret, {
+    iss: 'mail',
+    aud: audience,
+    sub: `svc-${randomUUID()}`,
+    iat: now,
+    exp: now + 600,
+    jti: randomUUID(),
+    ...claims,
+  });
+}
+
+/** Deletes the shared key-set copies of `issuers`: issuers are per-port URLs, and another run may have left one. */
+export async function forgetSharedKeySets(redisUrl: string, ...issuers: string[]): Promise<void> {
+  const redis = new Redis(redisUrl);
+  try {
+    await redis.del(...issuers.map(jwksKey));
+  } finally {
+    await redis.quit();
+  }
+}
+
+export interface GatewayEnvOptions {
+  /** Service name → its upstream(s): GATEWAY_SERVICES and each `<NAME>_MCP_UPSTREAM`. */
+  services: Record<string, string>;
+  redisUrl: string;
+  /** The platform issuer: a key server (issuer, JWKS URL, this file's AUDIENCE) or an IdP (discovery). */
+  platform?: KeyServer | { issuer: string; audience: string };
+  /** Entra for the mail service: tenant, app id and the tenant's JWKS URL. */
+  entra?: EntraTenant;
+  /** PUBLIC_BASE_URL (default https://mcp.example.test). */
+  base?: string;
+}
+
+/** The environment of a `platform gateway` as most tests run it; `extra` adds or overrides (undefined removes). */
+export function gatewayEnv(
+  o: GatewayEnvOptions,
+  extra: Record<string, string | undefined> = {},
+): Record<string, string | undefined> {
+  const env: Record<string, string | undefined> = {
+    PUBLIC_BASE_URL: o.base ?? 'https://mcp.example.test',
+    GATEWAY_SERVICES: Object.keys(o.services).join(','),
+  };
+  for (const [name, url] of Object.entries(o.services)) env[`${name.toUpperCase()}_MCP_UPSTREAM`] = url;
+  if (o.platform && 'jwksUrl' in o.platform) {
+    Object.assign(env, {
+      PLATFORM_ISSUER: o.platform.issuer,
+      PLATFORM_JWKS_URL: o.platform.jwksUrl,
+      PLATFORM_AUDIENCE: AUDIENCE,
+    });
+  } else if (o.platform) {
+    Object.assign(env, { PLATFORM_ISSUER: o.platform.issuer, PLATFORM_AUDIENCE: o.platform.audience });
+  }
+  if (o.entra) {
+    Object.assign(env, {
+      MAIL_MCP_CLIENT_ID: o.entra.clientId,
+      IDP_TENANT_ID: o.entra.tenant,
+      ENTRA_JWKS_URL: o.entra.jwksUrl,
+    });
+  }
+  return { ...env, REDIS_URL: o.redisUrl, ...extra };
+}
+
+/** A key server (the platform issuer) and a recording upstream; gateways in front of them as `mail`. */
+export interface GatewayStack {
+  ks: KeyServer;
+  upstream: Upstream;
+  /** `gatewayEnv` for this stack (`extra` adds or overrides). */
+  env(extra?: Record<string, string | undefined>): Record<string, string | undefined>;
+  /** Starts a gateway with `env(extra)`; stopped with the stack. */
+  gateway(extra?: Record<string, string | undefined>): Promise<GatewayProcess>;
+  stop(): Promise<void>;
+}
+
+/** Without `redisUrl` (an in-process gateway) no shared key set is forgotten and `gateway()` needs REDIS_URL in `extra`. */
+export async function startGatewayStack(redisUrl?: string): Promise<GatewayStack> {
+  const [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  if (redisUrl) await forgetSharedKeySets(redisUrl, ks.issuer);
+  const gateways: GatewayProcess[] = [];
+  const env = (extra: Record<string, string | undefined> = {}) =>
+    gatewayEnv({ services: { mail: upstream.url }, platform: ks, redisUrl: redisUrl ?? '' }, extra);
+  return {
+    ks,
+    upstream,
+    env,
+    async gateway(extra) {
+      const gw = await startGatewayProcess(env(extra));
+      gateways.push(gw);
+      return gw;
+    },
+    async stop() {
+      await Promise.all(gateways.map((g) => g.stop()));
+      await Promise.all([ks.close(), upstream.close()]);
+    },
+  };
+}
+
+/** A tool call (POST, a small JSON-RPC body) to the mail service through `gw` with this bearer. */
+export const postMail = (gw: { url: string }, token: string): Promise<GatewayResponse> =>
+  call(`${gw.url}/mail/mcp`, { method: 'POST', token });
 
 export interface RecordedRequest {
   method: string;

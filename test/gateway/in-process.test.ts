@@ -7,32 +7,33 @@ import { type RunningGateway, startGateway } from '../../gateway/server.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
 import {
+  AUDIENCE,
   call,
   errorOf,
+  type GatewayStack,
   IDENTITY_SECRET,
-  type KeyServer,
-  mint,
-  startKeyServer,
-  startUpstream,
+  platformToken,
+  startGatewayStack,
   type Upstream,
   verifyRecorded,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
-let ks: KeyServer;
+let stack: GatewayStack;
 let upstream: Upstream;
 let gateway: RunningGateway;
 const revocations = new MemoryRevocations();
 
 beforeAll(async () => {
-  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  // No Redis: the gateway runs in this process with MemoryRevocations.
+  stack = await startGatewayStack();
+  upstream = stack.upstream;
   const config = loadGatewayConfig(
     {
       PUBLIC_BASE_URL: 'http://localhost:8080',
       GATEWAY_SERVICES: 'platform',
       PLATFORM_MCP_UPSTREAM: upstream.url,
       // Discovery, as `platform dev` would configure it (issuer only).
-      PLATFORM_ISSUER: ks.issuer,
+      PLATFORM_ISSUER: stack.ks.issuer,
       PLATFORM_AUDIENCE: AUDIENCE,
       GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
       GATEWAY_PORT: '0',
@@ -48,17 +49,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close();
-  await Promise.all([ks?.close(), upstream?.close()]);
+  await stack?.stop();
 });
 
 async function token(iat = 0, email = 'dev@example.com') {
   const jti = randomUUID();
   const sub = `dev-${randomUUID()}`;
-  const t = await mint({
-    key: ks.keys[0]!,
-    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email, scope: 'mcp:platform', jti },
-    iat,
-  });
+  const t = await platformToken(stack.ks, { sub, email, scope: 'mcp:platform', jti }, { iat });
   return { t, jti, sub };
 }
 

@@ -9,20 +9,21 @@ import { JwksCacheCodec, RedisJwksStore } from '../../gateway/jwks/store.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { jwksKey } from '../../lib/revocation.ts';
 import {
-  call,
+  AUDIENCE,
   errorOf,
   type GatewayProcess,
+  gatewayEnv,
   IDENTITY_SECRET,
   type KeyServer,
   mint,
   newSigningKey,
+  postMail as post,
   startGatewayProcess,
   startKeyServer,
   startUpstream,
   type Upstream,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
 const TENANT = randomUUID();
 
 let redis: Redis;
@@ -49,16 +50,9 @@ async function keyServer(): Promise<KeyServer> {
 }
 
 async function gateway(ks: KeyServer, env: Record<string, string> = {}): Promise<GatewayProcess> {
-  const gw = await startGatewayProcess({
-    PUBLIC_BASE_URL: 'https://mcp.example.test',
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    PLATFORM_ISSUER: ks.issuer,
-    PLATFORM_JWKS_URL: ks.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: inject('redisUrl'),
-    ...env,
-  });
+  const gw = await startGatewayProcess(
+    gatewayEnv({ services: { mail: upstream.url }, platform: ks, redisUrl: inject('redisUrl') }, env),
+  );
   closers.push(() => gw.stop());
   return gw;
 }
@@ -76,8 +70,6 @@ function token(ks: KeyServer, key = ks.keys[0]!, claims: Record<string, unknown>
     },
   });
 }
-
-const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
 
 describe('refetch storm', () => {
   it('200 concurrent tokens with random kids cause at most one key-set fetch', async () => {

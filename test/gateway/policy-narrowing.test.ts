@@ -1,16 +1,21 @@
 // tools/list narrowing on the wire: a running gateway with a policy in front of a stand-in tool server that
 // answers tools/list as JSON or as a server-sent event stream (both are streamable HTTP). The SSE answer must
 // stay a stream (an event reaches the client before the next is written); other answers pass untouched.
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, request, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type GatewayProcess, type KeyServer, mint, startGatewayProcess, startKeyServer } from './helpers.ts';
+import {
+  type GatewayProcess,
+  gatewayEnv,
+  type KeyServer,
+  platformToken,
+  startGatewayProcess,
+  startKeyServer,
+} from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
 const TOOLS = [
   { name: 'open_tool', inputSchema: { type: 'object' } },
   { name: 'hidden_tool', inputSchema: { type: 'object' } },
@@ -54,26 +59,17 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', () => r()));
   const file = join(dir, 'policy.yaml');
   writeFileSync(file, 'rules:\n  - {tool: hidden_tool, effect: deny}\n  - {effect: allow}\n');
-  gw = await startGatewayProcess({
-    PUBLIC_BASE_URL: 'https://mcp.example.test',
-    GATEWAY_SERVICES: 'svc',
-    SVC_MCP_UPSTREAM: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`,
-    PLATFORM_ISSUER: ks.issuer,
-    PLATFORM_JWKS_URL: ks.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: inject('redisUrl'),
-    GATEWAY_POLICY_FILE: file,
-  });
-  token = await mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'n@example.com',
-      scope: 'mcp:svc',
-    },
-  });
+  gw = await startGatewayProcess(
+    gatewayEnv(
+      {
+        services: { svc: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` },
+        platform: ks,
+        redisUrl: inject('redisUrl'),
+      },
+      { GATEWAY_POLICY_FILE: file },
+    ),
+  );
+  token = await platformToken(ks, { email: 'n@example.com', scope: 'mcp:svc' });
 });
 
 afterAll(async () => {

@@ -3,66 +3,47 @@
 import { randomUUID } from 'node:crypto';
 import { type ClientRequest, type IncomingMessage, request } from 'node:http';
 import { connect } from 'node:net';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { jwksKey } from '../../lib/revocation.ts';
 import { freePort } from '../helpers/processes.ts';
 import {
   call,
   errorOf,
   type GatewayProcess,
-  type KeyServer,
-  mint,
+  type GatewayStack,
+  platformToken,
   startGatewayProcess,
-  startKeyServer,
+  startGatewayStack,
   startUpstream,
   type Upstream,
   verifyRecorded,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
 const MAX_BODY = 64 * 1024;
 
-let ks: KeyServer;
+let stack: GatewayStack;
 let upstream: Upstream;
 let latePort: number;
 let gw: GatewayProcess;
 let token: string;
 
-const env = () => ({
-  PUBLIC_BASE_URL: 'https://mcp.example.test',
-  GATEWAY_SERVICES: 'mail,late',
-  MAIL_MCP_UPSTREAM: upstream.url,
-  LATE_MCP_UPSTREAM: `http://127.0.0.1:${latePort}`,
-  PLATFORM_ISSUER: ks.issuer,
-  PLATFORM_JWKS_URL: ks.jwksUrl,
-  PLATFORM_AUDIENCE: AUDIENCE,
-  REDIS_URL: inject('redisUrl'),
-  GATEWAY_MAX_BODY_BYTES: String(MAX_BODY),
-  GATEWAY_UPSTREAM_RETRY_SECONDS: '5',
-});
+const env = () =>
+  stack.env({
+    GATEWAY_SERVICES: 'mail,late',
+    LATE_MCP_UPSTREAM: `http://127.0.0.1:${latePort}`,
+    GATEWAY_MAX_BODY_BYTES: String(MAX_BODY),
+    GATEWAY_UPSTREAM_RETRY_SECONDS: '5',
+  });
 
 beforeAll(async () => {
-  [ks, upstream, latePort] = await Promise.all([startKeyServer(), startUpstream(), freePort()]);
-  const redis = new Redis(inject('redisUrl'));
-  await redis.del(jwksKey(ks.issuer));
-  await redis.quit();
+  [stack, latePort] = await Promise.all([startGatewayStack(inject('redisUrl')), freePort()]);
+  upstream = stack.upstream;
   gw = await startGatewayProcess(env());
-  token = await mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'p@example.com',
-      scope: 'mcp:mail mcp:late',
-    },
-  });
+  token = await platformToken(stack.ks, { email: 'p@example.com', scope: 'mcp:mail mcp:late' });
 });
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([ks?.close(), upstream?.close()]);
+  await stack?.stop();
 });
 
 /** Opens a request and resolves with the response as soon as its headers arrive. */

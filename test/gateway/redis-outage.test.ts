@@ -1,115 +1,48 @@
 // Redis stopped and restarted under two running gateways (one fail-open, one fail-closed). The Redis here
 // is a throwaway `redis-server` on its own port, never the machine's shared one.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisRevocationPublisher } from '../../lib/revocation.ts';
-import { freePort } from '../helpers/processes.ts';
+import { startThrowawayRedis, type ThrowawayRedis } from '../helpers/throwaway-redis.ts';
 import {
-  call,
   errorOf,
   type GatewayProcess,
-  type KeyServer,
-  mint,
-  startGatewayProcess,
-  startKeyServer,
-  startUpstream,
-  type Upstream,
+  type GatewayStack,
+  platformToken,
+  postMail as post,
+  startGatewayStack,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
-
-let port: number;
-let server: ChildProcess | undefined;
-let ks: KeyServer;
-let upstream: Upstream;
+let redis: ThrowawayRedis;
+let stack: GatewayStack;
 let open: GatewayProcess;
 let closed: GatewayProcess;
 
-async function startRedis(): Promise<void> {
-  server = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  for (let i = 0; ; i++) {
-    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      return;
-    } catch (err) {
-      if (i > 100) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      probe.disconnect();
-    }
-  }
-}
-
-async function stopRedis(): Promise<void> {
-  const s = server;
-  server = undefined;
-  if (!s || s.exitCode !== null) return;
-  const exited = new Promise((r) => s.once('exit', r));
-  s.kill('SIGKILL');
-  await exited;
-}
-
 /** Publishes on the throwaway Redis through a short-lived connection (the way `platform admin` would). */
 async function revoke(jti: string): Promise<void> {
-  const r = new Redis({ port, host: '127.0.0.1' });
-  await new RedisRevocationPublisher(r).denyJti(jti, Math.floor(Date.now() / 1000) + 3600);
-  await r.quit();
+  await redis.run((r) => new RedisRevocationPublisher(r).denyJti(jti, Math.floor(Date.now() / 1000) + 3600));
 }
 
 beforeAll(async () => {
-  port = await freePort();
-  await startRedis();
-  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
-  const env = (mode: string) => ({
-    PUBLIC_BASE_URL: 'https://mcp.example.test',
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    PLATFORM_ISSUER: ks.issuer,
-    PLATFORM_JWKS_URL: ks.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: `redis://127.0.0.1:${port}`,
-    GATEWAY_REVOCATION_MODE: mode,
-  });
+  redis = await startThrowawayRedis();
+  stack = await startGatewayStack(redis.url);
   [open, closed] = await Promise.all([
-    startGatewayProcess(env('fail-open')),
-    startGatewayProcess(env('fail-closed')),
+    stack.gateway({ GATEWAY_REVOCATION_MODE: 'fail-open' }),
+    stack.gateway({ GATEWAY_REVOCATION_MODE: 'fail-closed' }),
   ]);
 });
 
 afterAll(async () => {
-  await Promise.all([open?.stop(), closed?.stop()]);
-  await stopRedis();
-  await Promise.all([ks?.close(), upstream?.close()]);
+  await stack?.stop();
+  await redis?.stop();
 });
 
 async function token() {
   const jti = randomUUID();
-  const t = await mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'o@example.com',
-      scope: 'mcp:mail',
-      jti,
-    },
-  });
+  const t = await platformToken(stack.ks, { email: 'o@example.com', jti });
   return { t, jti };
 }
 
-const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
 const outageWarnings = (gw: GatewayProcess) =>
   gw.logs().filter((l) => l.msg === 'redis unavailable: serving from memory until it is back');
 
@@ -123,7 +56,7 @@ describe('Redis stopped and restarted mid-test', () => {
       await expect.poll(async () => errorOf(await post(gw, revoked.t)).reason).toBe('token_revoked');
     }
 
-    await stopRedis();
+    await redis.stop();
     // fail-closed notices at once (the connection closes) and refuses what it cannot vouch for …
     await expect.poll(async () => (await post(closed, warm.t)).status).toBe(503);
     const r = await post(closed, warm.t);
@@ -138,7 +71,7 @@ describe('Redis stopped and restarted mid-test', () => {
     await new Promise((res) => setTimeout(res, 1500));
     for (const gw of [open, closed]) expect(outageWarnings(gw)).toHaveLength(1);
 
-    await startRedis();
+    await redis.start();
     await expect.poll(async () => (await post(closed, warm.t)).status, { timeout: 10_000 }).toBe(200);
     await expect
       .poll(() => open.logs().some((l) => l.msg === 'redis reachable again'), { timeout: 10_000 })

@@ -4,66 +4,47 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { denyJtiKey, jwksKey, RedisRevocationPublisher } from '../../lib/revocation.ts';
+import { denyJtiKey, RedisRevocationPublisher } from '../../lib/revocation.ts';
 import {
-  call,
+  AUDIENCE,
   errorOf,
   type GatewayProcess,
+  type GatewayStack,
   type KeyServer,
   mint,
-  startGatewayProcess,
-  startKeyServer,
-  startUpstream,
-  type Upstream,
+  platformToken,
+  postMail as post,
+  startGatewayStack,
 } from './helpers.ts';
 
-const AUDIENCE = 'https://platform.test/api';
 /** docs/reference.md: a revocation takes effect on every replica within 100 ms of publication. */
 const PROPAGATION_BOUND_MS = 100;
 
 let redis: Redis;
 let publisher: RedisRevocationPublisher;
+let stack: GatewayStack;
 let ks: KeyServer;
-let upstream: Upstream;
 let gateways: GatewayProcess[] = [];
-const extra: GatewayProcess[] = [];
-
-const env = () => ({
-  PUBLIC_BASE_URL: 'https://mcp.example.test',
-  GATEWAY_SERVICES: 'mail',
-  MAIL_MCP_UPSTREAM: upstream.url,
-  PLATFORM_ISSUER: ks.issuer,
-  PLATFORM_JWKS_URL: ks.jwksUrl,
-  PLATFORM_AUDIENCE: AUDIENCE,
-  REDIS_URL: inject('redisUrl'),
-});
 
 beforeAll(async () => {
   redis = new Redis(inject('redisUrl'));
   publisher = new RedisRevocationPublisher(redis);
-  [ks, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
-  await redis.del(jwksKey(ks.issuer));
-  gateways = await Promise.all([startGatewayProcess(env()), startGatewayProcess(env())]);
+  stack = await startGatewayStack(inject('redisUrl'));
+  ks = stack.ks;
+  gateways = await Promise.all([stack.gateway(), stack.gateway()]);
 });
 
 afterAll(async () => {
-  await Promise.all([...gateways, ...extra].map((g) => g.stop()));
-  await Promise.all([ks?.close(), upstream?.close()]);
+  await stack?.stop();
   await redis?.quit();
 });
 
 async function token(claims: Record<string, unknown> = {}, iat = 0) {
   const jti = randomUUID();
   const sub = `revocation-test-${randomUUID()}`;
-  const t = await mint({
-    key: ks.keys[0]!,
-    claims: { iss: ks.issuer, aud: AUDIENCE, sub, email: 'r@example.com', scope: 'mcp:mail', jti, ...claims },
-    iat,
-  });
+  const t = await platformToken(ks, { sub, email: 'r@example.com', jti, ...claims }, { iat });
   return { t, jti, sub };
 }
-
-const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
 
 /** Milliseconds from `start` until `gw` refuses `t` as revoked (requests back to back). */
 async function msUntilRevoked(
@@ -138,8 +119,7 @@ describe('start-up', () => {
     // Written without publishing: only the start-up copy of the denylist can know about these.
     await redis.set(denyJtiKey(jti), '1', 'EX', 600);
     await redis.set(`platform:deny:sub:${sub.sub}`, String(Math.floor(Date.now() / 1000)), 'EX', 600);
-    const gw = await startGatewayProcess(env());
-    extra.push(gw);
+    const gw = await stack.gateway();
     expect(errorOf(await post(gw, t)).reason).toBe('token_revoked');
     expect(errorOf(await post(gw, sub.t)).reason).toBe('token_revoked');
     expect((await post(gw, (await token()).t)).status).toBe(200);

@@ -2,28 +2,25 @@
 // that refuses connections is passed over, the retry window (5 s at 250 ms) holds a request while every replica
 // is down, a request a replica may have started is never sent again, and MCP 2026-07-28's Mcp-Method /
 // Mcp-Name headers are held to the body.
-import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadGatewayConfig } from '../../gateway/config.ts';
 import { decodeHeaderValue } from '../../gateway/proxy/mcp-headers.ts';
-import { jwksKey } from '../../lib/revocation.ts';
 import { freePort } from '../helpers/processes.ts';
 import {
   call,
   errorOf,
+  forgetSharedKeySets,
   type GatewayProcess,
+  gatewayEnv,
   type KeyServer,
-  mint,
+  platformToken,
   startGatewayProcess,
   startKeyServer,
   startUpstream,
   type Upstream,
 } from './helpers.ts';
-
-const AUDIENCE = 'https://platform.test/api';
 
 let ks: KeyServer;
 let a: Upstream;
@@ -52,32 +49,26 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => resetting.listen(0, '127.0.0.1', r));
   resettingPort = (resetting.address() as AddressInfo).port;
-  const redis = new Redis(inject('redisUrl'));
-  await redis.del(jwksKey(ks.issuer));
-  await redis.quit();
-  gw = await startGatewayProcess({
-    PUBLIC_BASE_URL: 'https://mcp.example.test',
-    GATEWAY_SERVICES: 'mail,half,later,dead,risky',
-    MAIL_MCP_UPSTREAM: `${a.url}, ${b.url}`,
-    HALF_MCP_UPSTREAM: `http://127.0.0.1:${downPort},${b.url}`,
-    LATER_MCP_UPSTREAM: `http://127.0.0.1:${laterPort}`,
-    DEAD_MCP_UPSTREAM: `http://127.0.0.1:${downPort}`,
-    RISKY_MCP_UPSTREAM: `http://127.0.0.1:${resettingPort},${a.url}`,
-    PLATFORM_ISSUER: ks.issuer,
-    PLATFORM_JWKS_URL: ks.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    REDIS_URL: inject('redisUrl'),
-    GATEWAY_UPSTREAM_RETRY_SECONDS: '2',
-  });
-  token = await mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'u@example.com',
-      scope: 'mcp:mail mcp:half mcp:later mcp:dead mcp:risky',
-    },
+  await forgetSharedKeySets(inject('redisUrl'), ks.issuer);
+  gw = await startGatewayProcess(
+    gatewayEnv(
+      {
+        services: {
+          mail: `${a.url}, ${b.url}`,
+          half: `http://127.0.0.1:${downPort},${b.url}`,
+          later: `http://127.0.0.1:${laterPort}`,
+          dead: `http://127.0.0.1:${downPort}`,
+          risky: `http://127.0.0.1:${resettingPort},${a.url}`,
+        },
+        platform: ks,
+        redisUrl: inject('redisUrl'),
+      },
+      { GATEWAY_UPSTREAM_RETRY_SECONDS: '2' },
+    ),
+  );
+  token = await platformToken(ks, {
+    email: 'u@example.com',
+    scope: 'mcp:mail mcp:half mcp:later mcp:dead mcp:risky',
   });
 });
 

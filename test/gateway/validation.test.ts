@@ -11,13 +11,16 @@ import { type IdpProcess, startIdpProcess, testSigningKeyPem } from '../helpers/
 import {
   b64,
   call,
+  type EntraTenant,
   errorOf,
   type GatewayProcess,
+  gatewayEnv,
   type KeyServer,
   mint,
   mintHs256,
   newSigningKey,
   type SigningKey,
+  startEntra,
   startGatewayProcess,
   startKeyServer,
   startUpstream,
@@ -37,7 +40,7 @@ const MAIL_METADATA = `${BASE}/mail/.well-known/oauth-protected-resource`;
 let db: TestDatabase;
 let idp: IdpProcess;
 let user: SeededUser;
-let entra: KeyServer;
+let entra: EntraTenant;
 let attacker: KeyServer;
 let upstream: Upstream;
 let gw: GatewayProcess;
@@ -51,7 +54,7 @@ beforeAll(async () => {
   redis = new Redis(inject('redisUrl'));
   [idp, entra, attacker, upstream] = await Promise.all([
     startIdpProcess({ databaseUrl: db.url, redisUrl: inject('redisUrl') }),
-    startKeyServer(),
+    startEntra(TENANT, MAIL_CLIENT_ID),
     startKeyServer(),
     startUpstream(),
   ]);
@@ -63,24 +66,28 @@ beforeAll(async () => {
   entraKey = entra.keys[0]!;
   // Another run may have left a key set under the same issuer URL; this file counts on a clean start.
   await redis.del(jwksKey(idp.issuer), jwksKey(V2_ISS), jwksKey(V1_ISS));
-  gw = await startGatewayProcess({
-    PUBLIC_BASE_URL: BASE,
-    GATEWAY_SERVICES: 'mail,deals,down',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    MAIL_MCP_CLIENT_ID: MAIL_CLIENT_ID,
-    MAIL_MCP_SHARED_SECRET: MAIL_SECRET,
-    MAIL_MCP_ALLOWED_ORIGINS: `${BASE},https://claude.ai`,
-    DEALS_MCP_UPSTREAM: upstream.url,
-    // Nothing listens on port 9 (discard): every request to this service meets a refused connection.
-    DOWN_MCP_UPSTREAM: 'http://127.0.0.1:9',
-    GATEWAY_UPSTREAM_RETRY_SECONDS: '0.3',
-    // PLATFORM_JWKS_URL unset: the gateway finds the key set through the IdP's discovery document.
-    PLATFORM_ISSUER: idp.issuer,
-    PLATFORM_AUDIENCE: idp.audience,
-    IDP_TENANT_ID: TENANT,
-    ENTRA_JWKS_URL: entra.jwksUrl,
-    REDIS_URL: inject('redisUrl'),
-  });
+  gw = await startGatewayProcess(
+    gatewayEnv(
+      {
+        base: BASE,
+        services: {
+          mail: upstream.url,
+          deals: upstream.url,
+          // Nothing listens on port 9 (discard): every request to this service meets a refused connection.
+          down: 'http://127.0.0.1:9',
+        },
+        // An IdP, not a key server: PLATFORM_JWKS_URL unset, the gateway finds the key set through discovery.
+        platform: idp,
+        entra,
+        redisUrl: inject('redisUrl'),
+      },
+      {
+        MAIL_MCP_SHARED_SECRET: MAIL_SECRET,
+        MAIL_MCP_ALLOWED_ORIGINS: `${BASE},https://claude.ai`,
+        GATEWAY_UPSTREAM_RETRY_SECONDS: '0.3',
+      },
+    ),
+  );
 });
 
 afterAll(async () => {

@@ -12,7 +12,10 @@ export interface ThrowawayRedis {
   tlsPort: number | undefined;
   /** One command on a short-lived connection (as the `default` user, with `password` when set). */
   run<T>(fn: (r: Redis) => Promise<T>): Promise<T>;
+  /** Kills it (SIGKILL: what it held is gone); does nothing when it is not running. */
   stop(): Promise<void>;
+  /** After `stop()`: starts it again, empty, on the same port(s) with the same options. */
+  start(): Promise<void>;
 }
 
 export interface ThrowawayRedisOptions {
@@ -41,7 +44,7 @@ export async function startThrowawayRedis(o: ThrowawayRedisOptions = {}): Promis
     );
     args.push('--tls-ca-cert-file', o.tls.caFile, '--tls-auth-clients', 'no');
   }
-  const server: ChildProcess = spawn('redis-server', args, { stdio: 'ignore' });
+  let server: ChildProcess | undefined;
   const run = async <T>(fn: (r: Redis) => Promise<T>): Promise<T> => {
     const r = new Redis({
       port,
@@ -58,25 +61,34 @@ export async function startThrowawayRedis(o: ThrowawayRedisOptions = {}): Promis
       r.disconnect();
     }
   };
-  for (let i = 0; ; i++) {
-    try {
-      await run((r) => r.ping());
-      break;
-    } catch (err) {
-      if (i > 100 || server.exitCode !== null) throw err;
-      await new Promise((res) => setTimeout(res, 50));
+  const start = async () => {
+    const s = spawn('redis-server', args, { stdio: 'ignore' });
+    server = s;
+    for (let i = 0; ; i++) {
+      try {
+        await run((r) => r.ping());
+        return;
+      } catch (err) {
+        if (i > 100 || s.exitCode !== null) throw err;
+        await new Promise((res) => setTimeout(res, 50));
+      }
     }
-  }
+  };
+  const stop = async () => {
+    const s = server;
+    server = undefined;
+    if (!s || s.exitCode !== null) return;
+    const exited = new Promise((res) => s.once('exit', res));
+    s.kill('SIGKILL');
+    await exited;
+  };
+  await start();
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
     tlsPort,
     run,
-    async stop() {
-      if (server.exitCode !== null) return;
-      const exited = new Promise((res) => server.once('exit', res));
-      server.kill('SIGKILL');
-      await exited;
-    },
+    stop,
+    start,
   };
 }

@@ -73,90 +73,28 @@ describe('a running provider', () => {
 
   it('never answers hostile input with a 5xx (revoke answers 200 to unknown tokens, as RFC 7009 says)', async () => {
     const u = idp.issuer;
+    const post =
+      (type: string) =>
+      (path: string, body: string): [string, RequestInit] => [
+        path,
+        { method: 'POST', body, headers: { 'content-type': type } },
+      ];
+    const form = post('application/x-www-form-urlencoded');
+    const json = post('application/json');
     const attempts: Array<[string, RequestInit]> = [
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: 'grant_type=%zz',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: 'a'.repeat(200_000),
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: '{"grant_type":"authorization_code"}',
-          headers: { 'content-type': 'application/json' },
-        },
-      ],
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: 'grant_type=refresh_token&grant_type=authorization_code',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
+      form('/oauth/token', 'grant_type=%zz'),
+      form('/oauth/token', 'a'.repeat(200_000)),
+      json('/oauth/token', '{"grant_type":"authorization_code"}'),
+      form('/oauth/token', 'grant_type=refresh_token&grant_type=authorization_code'),
       ['/oauth/token', { method: 'POST' }],
       ['/oauth/token', { method: 'GET' }],
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: '\u0000\u0001\u0002',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
-      [
-        '/oauth/token',
-        {
-          method: 'POST',
-          body: 'grant_type=authorization_code&client_id=%00&code=x',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
-      [
-        '/oauth/register',
-        {
-          method: 'POST',
-          body: '{"redirect_uris":{"a":1}}',
-          headers: { 'content-type': 'application/json' },
-        },
-      ],
-      ['/oauth/register', { method: 'POST', body: 'null', headers: { 'content-type': 'application/json' } }],
-      [
-        '/oauth/register',
-        {
-          method: 'POST',
-          body: '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]',
-          headers: { 'content-type': 'application/json' },
-        },
-      ],
-      [
-        '/oauth/revoke',
-        {
-          method: 'POST',
-          body: 'token=a.b.c',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
-      [
-        '/oauth/revoke',
-        {
-          method: 'POST',
-          body: 'token=eyJhbGciOiJub25lIn0.eyJqdGkiOiJ4In0.',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        },
-      ],
+      form('/oauth/token', '\u0000\u0001\u0002'),
+      form('/oauth/token', 'grant_type=authorization_code&client_id=%00&code=x'),
+      json('/oauth/register', '{"redirect_uris":{"a":1}}'),
+      json('/oauth/register', 'null'),
+      json('/oauth/register', '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]'),
+      form('/oauth/revoke', 'token=a.b.c'),
+      form('/oauth/revoke', 'token=eyJhbGciOiJub25lIn0.eyJqdGkiOiJ4In0.'),
       [
         '/oauth/authorize?client_id=platform-cli&redirect_uri=http://127.0.0.1:1/callback&response_type=code&scope=%ff',
         { method: 'GET', redirect: 'manual' },

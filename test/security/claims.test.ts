@@ -10,14 +10,14 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import {
   call,
+  type EntraTenant,
   errorOf,
   type GatewayProcess,
+  gatewayEnv,
   IDENTITY_SECRET,
-  type KeyServer,
-  mint,
-  mintHs256,
+  mailServiceToken,
+  startEntra,
   startGatewayProcess,
-  startKeyServer,
 } from '../gateway/helpers.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { sendMailAs } from '../helpers/mail.ts';
@@ -32,7 +32,7 @@ const CLIENT_ID = '66666666-7777-4888-9999-000000000000';
 let db: TestDatabase;
 let admin: SeededUser;
 let attacker: SeededUser;
-let entra: KeyServer;
+let entra: EntraTenant;
 let mail: RunningProcess;
 let gateway: GatewayProcess;
 
@@ -40,7 +40,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   admin = await seedUser(db.pool, { email: `admin-${randomUUID().slice(0, 8)}@example.com` });
   attacker = await seedUser(db.pool, { email: `guest-${randomUUID().slice(0, 8)}@example.com` });
-  entra = await startKeyServer();
+  entra = await startEntra(TENANT, CLIENT_ID);
   const port = await freePort();
   mail = startPlatform(['tool', 'mail'], {
     DATABASE_URL: db.url,
@@ -49,16 +49,12 @@ beforeAll(async () => {
     PLATFORM_ADMIN_EMAILS: admin.email,
   });
   await mail.waitFor(/mail tool server listening/, 20_000);
-  gateway = await startGatewayProcess({
-    PUBLIC_BASE_URL: BASE,
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: `http://127.0.0.1:${port}`,
-    MAIL_MCP_SHARED_SECRET: SECRET,
-    MAIL_MCP_CLIENT_ID: CLIENT_ID,
-    IDP_TENANT_ID: TENANT,
-    ENTRA_JWKS_URL: entra.jwksUrl,
-    REDIS_URL: inject('redisUrl'),
-  });
+  gateway = await startGatewayProcess(
+    gatewayEnv(
+      { base: BASE, services: { mail: `http://127.0.0.1:${port}` }, entra, redisUrl: inject('redisUrl') },
+      { MAIL_MCP_SHARED_SECRET: SECRET },
+    ),
+  );
 }, 60_000);
 
 afterAll(async () => {
@@ -67,38 +63,18 @@ afterAll(async () => {
   await db?.drop();
 });
 
-const now = () => Math.floor(Date.now() / 1000);
-
 function serviceToken(claims: Record<string, unknown>) {
-  return mintHs256(SECRET, {
-    iss: 'mail',
-    aud: `${BASE}/mail/mcp`,
+  return mailServiceToken(SECRET, `${BASE}/mail/mcp`, {
     sub: attacker.sub,
     email: attacker.email,
     scope: 'mcp:mail',
     client_id: 'svc-client',
-    jti: randomUUID(),
-    iat: now(),
-    exp: now() + 600,
     ...claims,
   });
 }
 
 function entraToken(claims: Record<string, unknown>) {
-  return mint({
-    key: entra.keys[0]!,
-    claims: {
-      iss: `https://login.microsoftonline.com/${TENANT}/v2.0`,
-      aud: CLIENT_ID,
-      sub: `pairwise-${randomUUID()}`,
-      oid: randomUUID(),
-      azp: 'connector',
-      scp: 'mcp.access',
-      uti: randomUUID(),
-      jti: null,
-      ...claims,
-    },
-  });
+  return entra.token({ jti: null, ...claims });
 }
 
 describe('claims with control characters or white space at an end', () => {

@@ -8,14 +8,14 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { denyEmailKey, denyJtiKey, REVOCATION_CHANNEL } from '../../lib/revocation.ts';
 import {
-  call,
+  type EntraTenant,
   errorOf,
   type GatewayProcess,
-  type KeyServer,
-  mint,
-  mintHs256,
+  gatewayEnv,
+  mailServiceToken,
+  postMail as post,
+  startEntra,
   startGatewayProcess,
-  startKeyServer,
   startUpstream,
   type Upstream,
 } from '../gateway/helpers.ts';
@@ -27,25 +27,20 @@ const APP_ID_URI = `${BASE}/mail/mcp`;
 const SECRET = 'deny-email-test-mail-shared-secret-0123456789';
 
 let redis: Redis;
-let entra: KeyServer;
+let entra: EntraTenant;
 let upstream: Upstream;
 let gateway: GatewayProcess;
 const late: GatewayProcess[] = [];
 
-const env = () => ({
-  PUBLIC_BASE_URL: BASE,
-  GATEWAY_SERVICES: 'mail',
-  MAIL_MCP_UPSTREAM: upstream.url,
-  MAIL_MCP_SHARED_SECRET: SECRET,
-  MAIL_MCP_CLIENT_ID: CLIENT_ID,
-  IDP_TENANT_ID: TENANT,
-  ENTRA_JWKS_URL: entra.jwksUrl,
-  REDIS_URL: inject('redisUrl'),
-});
+const env = () =>
+  gatewayEnv(
+    { base: BASE, services: { mail: upstream.url }, entra, redisUrl: inject('redisUrl') },
+    { MAIL_MCP_SHARED_SECRET: SECRET },
+  );
 
 beforeAll(async () => {
   redis = new Redis(inject('redisUrl'));
-  [entra, upstream] = await Promise.all([startKeyServer(), startUpstream()]);
+  [entra, upstream] = await Promise.all([startEntra(TENANT, CLIENT_ID), startUpstream()]);
   gateway = await startGatewayProcess(env());
 });
 
@@ -58,37 +53,12 @@ afterAll(async () => {
 const now = () => Math.floor(Date.now() / 1000);
 
 function hs256(email: string, iatOffset = -5, claims: Record<string, unknown> = {}) {
-  return mintHs256(SECRET, {
-    iss: 'mail',
-    aud: APP_ID_URI,
-    sub: `svc-${randomUUID()}`,
-    email,
-    iat: now() + iatOffset,
-    exp: now() + 600,
-    jti: randomUUID(),
-    ...claims,
-  });
+  return mailServiceToken(SECRET, APP_ID_URI, { email, iat: now() + iatOffset, ...claims });
 }
 
 function entraToken(claims: Record<string, unknown>, iatOffset = -5) {
-  return mint({
-    key: entra.keys[0]!,
-    iat: iatOffset,
-    claims: {
-      iss: `https://login.microsoftonline.com/${TENANT}/v2.0`,
-      aud: CLIENT_ID,
-      sub: `pairwise-${randomUUID()}`,
-      oid: randomUUID(),
-      azp: 'connector',
-      scp: 'mcp.access',
-      uti: randomUUID(),
-      jti: null,
-      ...claims,
-    },
-  });
+  return entra.token({ jti: null, ...claims }, iatOffset);
 }
-
-const post = (gw: GatewayProcess, t: string) => call(`${gw.url}/mail/mcp`, { method: 'POST', token: t });
 
 async function expectRevoked(gw: GatewayProcess, t: string): Promise<void> {
   const r = await post(gw, t);

@@ -2,8 +2,6 @@
 // shared one): it is killed and started again empty under a running IdP, and again while the IdP is down; a
 // gateway started afterwards must still refuse every revoked token with token_revoked.
 
-import { type ChildProcess, spawn } from 'node:child_process';
-import { Redis } from 'ioredis';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -16,67 +14,23 @@ import {
 } from '../gateway/helpers.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { postForm, signIn } from '../helpers/oauth.ts';
-import { freePort, type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
+import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
+import { startThrowawayRedis, type ThrowawayRedis } from '../helpers/throwaway-redis.ts';
 
-let port: number;
-let redisServer: ChildProcess | undefined;
+let redis: ThrowawayRedis;
 let db: TestDatabase;
 let idp: IdpProcess | undefined;
 let admin: SeededUser;
 let upstream: Upstream;
 const gateways: GatewayProcess[] = [];
 
-const redisUrl = () => `redis://127.0.0.1:${port}`;
-
-async function startRedis(): Promise<void> {
-  redisServer = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
-    {
-      stdio: 'ignore',
-    },
-  );
-  for (let i = 0; ; i++) {
-    const probe = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
-    probe.on('error', () => {});
-    try {
-      await probe.connect();
-      await probe.ping();
-      return;
-    } catch (err) {
-      if (i > 100) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    } finally {
-      probe.disconnect();
-    }
-  }
-}
-
-async function stopRedis(): Promise<void> {
-  const s = redisServer;
-  redisServer = undefined;
-  if (!s || s.exitCode !== null) return;
-  const exited = new Promise((r) => s.once('exit', r));
-  s.kill('SIGKILL');
-  await exited;
-}
-
-async function withRedis<T>(fn: (r: Redis) => Promise<T>): Promise<T> {
-  const r = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null });
-  r.on('error', () => {});
-  try {
-    await r.connect();
-    return await fn(r);
-  } finally {
-    r.disconnect();
-  }
-}
+const withRedis: ThrowawayRedis['run'] = (fn) => redis.run(fn);
 
 /** The IdP; restarted on the same port, so its issuer (and the tokens' `iss`) stays the same. */
 const startIdp = (issuer?: string) =>
   startIdpProcess({
     databaseUrl: db.url,
-    redisUrl: redisUrl(),
+    redisUrl: redis.url,
     env: {
       PLATFORM_ADMIN_EMAILS: admin.email,
       ...(issuer ? { PLATFORM_OIDC_ISSUER: issuer, IDP_PORT: new URL(issuer).port } : {}),
@@ -90,17 +44,14 @@ async function startGateway(): Promise<GatewayProcess> {
     MAIL_MCP_UPSTREAM: upstream.url,
     PLATFORM_ISSUER: idp!.issuer,
     PLATFORM_AUDIENCE: idp!.audience,
-    REDIS_URL: redisUrl(),
+    REDIS_URL: redis.url,
   });
   gateways.push(gw);
   return gw;
 }
 
 beforeAll(async () => {
-  port = await freePort();
-  [db, upstream] = await Promise.all([createTestDatabase(), startUpstream(), startRedis()]).then(
-    ([d, u]) => [d, u] as const,
-  );
+  [db, upstream, redis] = await Promise.all([createTestDatabase(), startUpstream(), startThrowawayRedis()]);
   admin = await seedUser(db.pool);
   idp = await startIdp();
 });
@@ -108,7 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const g of gateways) await g.stop();
   await idp?.stop();
-  await stopRedis();
+  await redis?.stop();
   await upstream?.close();
   await db?.drop();
 });
@@ -137,8 +88,8 @@ describe('Redis restarted empty', () => {
     liveToken = (await signIn(idp!.issuer, c.sessionToken, { scope: 'mcp:mail' })).access_token;
 
     const jti = decodeJwt(revokedToken).jti as string;
-    await stopRedis();
-    await startRedis();
+    await redis.stop();
+    await redis.start();
     expect(await withRedis((x) => x.dbsize())).toBeGreaterThanOrEqual(0);
     // The IdP's connection comes back (ioredis retries) and the live revocations are written again.
     await expect
@@ -165,8 +116,8 @@ describe('Redis restarted empty', () => {
     const jti = decodeJwt(revokedToken).jti as string;
     const issuer = idp!.issuer;
     await idp!.stop();
-    await stopRedis();
-    await startRedis();
+    await redis.stop();
+    await redis.start();
     expect(await withRedis((x) => x.exists(`platform:deny:jti:${jti}`))).toBe(0);
     idp = await startIdp(issuer);
     await expect

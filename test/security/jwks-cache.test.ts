@@ -9,14 +9,18 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { JwksCacheCodec } from '../../gateway/jwks/store.ts';
 import { jwksKey } from '../../lib/revocation.ts';
 import {
+  AUDIENCE,
   call,
+  type EntraTenant,
   errorOf,
   type GatewayProcess,
+  gatewayEnv,
   IDENTITY_SECRET,
   type KeyServer,
   mint,
   newSigningKey,
   type SigningKey,
+  startEntra,
   startGatewayProcess,
   startKeyServer,
   startUpstream,
@@ -24,7 +28,6 @@ import {
 } from '../gateway/helpers.ts';
 
 const BASE = 'https://mcp.jwks-cache.test';
-const AUDIENCE = 'https://platform.test/api';
 const TENANT = randomUUID();
 const MAIL_CLIENT_ID = randomUUID();
 const V2_ISS = `https://login.microsoftonline.com/${TENANT}/v2.0`;
@@ -33,7 +36,7 @@ const V1_ISS = `https://sts.windows.net/${TENANT}/`;
 let redis: Redis;
 let upstream: Upstream;
 let platform: KeyServer;
-let entra: KeyServer;
+let entra: EntraTenant;
 let gateway: GatewayProcess;
 let attackerKey: SigningKey;
 
@@ -42,26 +45,19 @@ beforeAll(async () => {
   [upstream, platform, entra, attackerKey] = await Promise.all([
     startUpstream(),
     startKeyServer(),
-    startKeyServer(),
+    startEntra(TENANT, MAIL_CLIENT_ID),
     newSigningKey('attacker-kid'),
   ]);
   await redis.del(jwksKey(platform.issuer), jwksKey(V2_ISS), jwksKey(V1_ISS));
   // Planted before the gateway has ever loaded a set: its very first load must not take it.
   await redis.set(jwksKey(platform.issuer), attackerJwks(), 'EX', 3600);
-  gateway = await startGatewayProcess({
-    PUBLIC_BASE_URL: BASE,
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    MAIL_MCP_CLIENT_ID: MAIL_CLIENT_ID,
-    PLATFORM_ISSUER: platform.issuer,
-    PLATFORM_JWKS_URL: platform.jwksUrl,
-    PLATFORM_AUDIENCE: AUDIENCE,
-    IDP_TENANT_ID: TENANT,
-    ENTRA_JWKS_URL: entra.jwksUrl,
-    REDIS_URL: inject('redisUrl'),
-    // Every unknown kid may refresh, so every planted set below is read by the gateway.
-    GATEWAY_JWKS_COOLDOWN_SECONDS: '0',
-  });
+  gateway = await startGatewayProcess(
+    gatewayEnv(
+      { base: BASE, services: { mail: upstream.url }, platform, entra, redisUrl: inject('redisUrl') },
+      // Every unknown kid may refresh, so every planted set below is read by the gateway.
+      { GATEWAY_JWKS_COOLDOWN_SECONDS: '0' },
+    ),
+  );
 });
 
 afterAll(async () => {

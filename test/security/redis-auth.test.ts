@@ -10,11 +10,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { JwksCacheCodec } from '../../gateway/jwks/store.ts';
 import { jwksKey, RedisRevocationPublisher } from '../../lib/revocation.ts';
 import {
+  AUDIENCE,
+  gatewayEnv as baseGatewayEnv,
   call,
   errorOf,
   IDENTITY_SECRET,
   type KeyServer,
-  mint,
+  platformToken,
   startGatewayProcess,
   startKeyServer,
   startUpstream,
@@ -28,7 +30,6 @@ import { createTestCa, type TestCa } from '../helpers/tls.ts';
 const DEFAULT_PASSWORD = `default-${randomUUID()}`;
 const GATEWAY_PASSWORD = `gw-${randomUUID()}`;
 const IDP_PASSWORD = `idp-${randomUUID()}`;
-const AUDIENCE = 'https://platform.test/api';
 
 let redis: ThrowawayRedis;
 let ca: TestCa;
@@ -62,30 +63,14 @@ afterAll(async () => {
 const url = (user: string, password: string, o: { tls?: boolean; db?: number } = {}) =>
   `${o.tls ? 'rediss' : 'redis'}://${user}:${encodeURIComponent(password)}@${o.tls ? 'localhost' : '127.0.0.1'}:${o.tls ? redis.tlsPort : redis.port}/${o.db ?? 0}`;
 
-const gatewayEnv = (redisUrl: string) => ({
-  PUBLIC_BASE_URL: 'https://mcp.example.test',
-  GATEWAY_SERVICES: 'mail',
-  MAIL_MCP_UPSTREAM: upstream.url,
-  PLATFORM_ISSUER: ks.issuer,
-  PLATFORM_JWKS_URL: ks.jwksUrl,
-  PLATFORM_AUDIENCE: AUDIENCE,
-  REDIS_URL: redisUrl,
-  // The TLS port's certificate is signed by the test CA.
-  NODE_EXTRA_CA_CERTS: ca.caFile,
-});
+const gatewayEnv = (redisUrl: string) =>
+  baseGatewayEnv(
+    { services: { mail: upstream.url }, platform: ks, redisUrl },
+    // The TLS port's certificate is signed by the test CA.
+    { NODE_EXTRA_CA_CERTS: ca.caFile },
+  );
 
-const token = (jti = randomUUID()) =>
-  mint({
-    key: ks.keys[0]!,
-    claims: {
-      iss: ks.issuer,
-      aud: AUDIENCE,
-      sub: `s-${randomUUID()}`,
-      email: 'a@example.com',
-      scope: 'mcp:mail',
-      jti,
-    },
-  });
+const token = (jti = randomUUID()) => platformToken(ks, { email: 'a@example.com', jti });
 
 async function asUser(redisUrl: string, fn: (r: Redis) => Promise<void>): Promise<void> {
   const r = new Redis(redisUrl, { tls: redisUrl.startsWith('rediss') ? { ca: ca.ca } : undefined });

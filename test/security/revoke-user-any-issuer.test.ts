@@ -6,14 +6,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import {
-  call,
+  type EntraTenant,
   errorOf,
   type GatewayProcess,
-  type KeyServer,
-  mint,
-  mintHs256,
+  gatewayEnv,
+  mailServiceToken,
+  postMail,
+  startEntra,
   startGatewayProcess,
-  startKeyServer,
   startUpstream,
   type Upstream,
 } from '../gateway/helpers.ts';
@@ -30,7 +30,7 @@ const SECRET = 'revoke-user-test-mail-shared-secret-0123456789';
 let db: TestDatabase;
 let idp: IdpProcess;
 let admin: SeededUser;
-let entra: KeyServer;
+let entra: EntraTenant;
 let upstream: Upstream;
 let gateway: GatewayProcess;
 
@@ -43,21 +43,15 @@ beforeAll(async () => {
       redisUrl: inject('redisUrl'),
       env: { PLATFORM_ADMIN_EMAILS: admin.email },
     }),
-    startKeyServer(),
+    startEntra(TENANT, CLIENT_ID),
     startUpstream(),
   ]);
-  gateway = await startGatewayProcess({
-    PUBLIC_BASE_URL: BASE,
-    GATEWAY_SERVICES: 'mail',
-    MAIL_MCP_UPSTREAM: upstream.url,
-    MAIL_MCP_SHARED_SECRET: SECRET,
-    MAIL_MCP_CLIENT_ID: CLIENT_ID,
-    IDP_TENANT_ID: TENANT,
-    ENTRA_JWKS_URL: entra.jwksUrl,
-    PLATFORM_ISSUER: idp.issuer,
-    PLATFORM_AUDIENCE: idp.audience,
-    REDIS_URL: inject('redisUrl'),
-  });
+  gateway = await startGatewayProcess(
+    gatewayEnv(
+      { base: BASE, services: { mail: upstream.url }, platform: idp, entra, redisUrl: inject('redisUrl') },
+      { MAIL_MCP_SHARED_SECRET: SECRET },
+    ),
+  );
 });
 
 afterAll(async () => {
@@ -69,34 +63,11 @@ afterAll(async () => {
 
 const now = () => Math.floor(Date.now() / 1000);
 
-const hs256 = (email: string) =>
-  mintHs256(SECRET, {
-    iss: 'mail',
-    aud: APP_ID_URI,
-    sub: `svc-${randomUUID()}`,
-    email,
-    iat: now() - 5,
-    exp: now() + 600,
-    jti: randomUUID(),
-  });
+const hs256 = (email: string) => mailServiceToken(SECRET, APP_ID_URI, { email, iat: now() - 5 });
 
-const entraToken = (email: string) =>
-  mint({
-    key: entra.keys[0]!,
-    iat: -5,
-    claims: {
-      iss: `https://login.microsoftonline.com/${TENANT}/v2.0`,
-      aud: CLIENT_ID,
-      sub: `pairwise-${randomUUID()}`,
-      oid: randomUUID(),
-      azp: 'connector',
-      scp: 'mcp.access',
-      uti: randomUUID(),
-      preferred_username: email,
-    },
-  });
+const entraToken = (email: string) => entra.token({ preferred_username: email }, -5);
 
-const post = (t: string) => call(`${gateway.url}/mail/mcp`, { method: 'POST', token: t });
+const post = (t: string) => postMail(gateway, t);
 
 describe('revoke-user through the admin API reaches every issuer', () => {
   it("refuses the user's platform, HS256 and Entra tokens at the gateway; another user's pass", async () => {
