@@ -4,7 +4,7 @@ import { authenticateClient } from '../client-auth/index.ts';
 import type { Endpoint } from '../context.ts';
 import { hashDeviceSecret, newDeviceCode, newUserCode, normalizeUserCode } from '../device-codes.ts';
 import { InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
-import { grantScope, parseScope } from '../scopes.ts';
+import { knownScopes, parseScope } from '../scopes.ts';
 import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
 import { validateResource } from './resource.ts';
 
@@ -12,7 +12,7 @@ export { DEVICE_CODE_GRANT } from '../device-codes.ts';
 
 /**
  * POST /oauth/device_authorization (RFC 8628 §3.1): a client (authenticated as registered) asks for a device code and a user code.
- * The scope is checked now (an unknown scope is `invalid_scope`) and stored as asked; the verification page
+ * Unknown scopes are dropped and the rest stored as asked; the verification page
  * narrows it to the user's entitlements and leaves out every administrative scope (adminPowers: none through
  * the device flow), naming what was left out.
  */
@@ -25,14 +25,8 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
-  const requested = parseScope(form.get('scope'));
-  // Only checks the request (invalid_scope); the verification page decides what is granted.
-  grantScope({
-    requested,
-    services: ctx.config.services,
-    entitled: new Set(ctx.config.services),
-    powers: new Set(),
-  });
+  // Unknown scopes are dropped; the verification page decides what is granted.
+  const requested = knownScopes(parseScope(form.get('scope')), ctx.config.services);
   const deviceCode = newDeviceCode();
   // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.
   for (let attempt = 0; attempt < 5; attempt++) {

@@ -14,7 +14,7 @@ import {
   UnsupportedGrantTypeError,
 } from '../errors.ts';
 import { grantTypeLabel } from '../metrics.ts';
-import { entitledScope, parseScope } from '../scopes.ts';
+import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
@@ -188,8 +188,9 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
   if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
-  const narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
-  if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
+  // Unknown scopes are dropped; a scope that names nothing known (or none) keeps the grant's.
+  const asked = knownScopes(parseScope(form.get('scope')), ctx.config.services);
+  const narrowed = asked.length > 0 ? asked : undefined;
   const hash = hashRefreshToken(presented);
   const jti = newJti();
   const refresh = newRefreshToken();
