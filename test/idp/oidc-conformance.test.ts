@@ -72,6 +72,7 @@ async function authorize(
   browser: Browser,
   params: Record<string, string | undefined> = {},
   c: oauth.Client = client,
+  method: 'GET' | 'POST' = 'GET',
 ): Promise<Authorization> {
   const state = oauth.generateRandomState();
   const nonce = oauth.generateRandomNonce();
@@ -89,7 +90,7 @@ async function authorize(
   };
   const url = new URL(as.authorization_endpoint!);
   for (const [k, v] of Object.entries(all)) if (v !== undefined) url.searchParams.set(k, v);
-  return { state: all.state!, nonce: all.nonce, verifier, outcome: await browser.open(url) };
+  return { state: all.state!, nonce: all.nonce, verifier, outcome: await browser.open(url, { method }) };
 }
 
 function callbackOf(a: Authorization): URL {
@@ -110,10 +111,10 @@ interface CodeFlow {
 async function codeFlow(
   browser: Browser,
   params: Record<string, string | undefined> = {},
-  o: { maxAge?: number; c?: oauth.Client } = {},
+  o: { maxAge?: number; c?: oauth.Client; method?: 'GET' | 'POST' } = {},
 ): Promise<CodeFlow> {
   const c = o.c ?? client;
-  const authorization = await authorize(browser, params, c);
+  const authorization = await authorize(browser, params, c, o.method);
   const callback = oauth.validateAuthResponse(as, c, callbackOf(authorization), authorization.state);
   const tokenResponse = await oauth.authorizationCodeGrantRequest(
     as,
@@ -308,6 +309,59 @@ describe('oidcc-server', () => {
   });
 });
 
+describe('oidcc-ensure-post-request-succeeds', () => {
+  let browser: Browser;
+  let flow: CodeFlow;
+  let again: Response;
+  let againState: string;
+  beforeAll(async () => {
+    // A browser with no session: the POST sends it to sign in, back by GET with the request, then consent.
+    browser = await newBrowser();
+    flow = await codeFlow(browser, {}, { method: 'POST' });
+    // Signed in and approved now: the POST alone answers with the code.
+    againState = oauth.generateRandomState();
+    again = await fetch(new URL(as.authorization_endpoint!), {
+      method: 'POST',
+      redirect: 'manual',
+      body: new URLSearchParams({
+        client_id: client.client_id,
+        redirect_uri: REDIRECT,
+        response_type: 'code',
+        scope: SCOPE,
+        state: againState,
+        code_challenge: await oauth.calculatePKCECodeChallenge(oauth.generateRandomCodeVerifier()),
+        code_challenge_method: 'S256',
+      }),
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: `${browser.cookieName}=${browser.sessionToken}`,
+      },
+    });
+  });
+  it('ExpectRedirectUriHasBeenCalled (the POSTed request, through sign-in and consent, reaches the redirect_uri)', () => {
+    expect(callbackOf(flow.authorization).href.startsWith(`${REDIRECT}?`)).toBe(true);
+    expect(flow.callback.get('code')).toBeTruthy();
+    expect(browser.signInPages).toHaveLength(1);
+    expect(
+      new URL(browser.signInPages[0]!.searchParams.get('callbackUrl')!).searchParams.get('client_id'),
+    ).toBe(client.client_id);
+  });
+  it('CheckMatchingStateParameter, CheckIfAuthorizationEndpointError (validateAuthResponse: state and RFC 9207 iss)', () => {
+    expect(callbackOf(flow.authorization).searchParams.get('iss')).toBe(https.issuer);
+    expect(flow.callback.get('error')).toBeNull();
+  });
+  it('CallTokenEndpoint, ValidateIdToken, ValidateIdTokenNonce', () => {
+    expect(flow.tokenResponse.status).toBe(200);
+    expect(flow.claims.sub).toBe(browser.user.sub);
+    expect(flow.claims.nonce).toBe(flow.authorization.nonce);
+  });
+  it('signed in and approved, the POST itself is answered with the redirect and a code', () => {
+    expect(again.status).toBe(302);
+    const cb = oauth.validateAuthResponse(as, client, new URL(again.headers.get('location')!), againState);
+    expect(cb.get('code')).toBeTruthy();
+  });
+});
+
 describe('oidcc-ensure-request-with-valid-pkce-succeeds', () => {
   it('CallTokenEndpoint, CheckIfTokenEndpointResponseError (S256 verifier accepted)', async () => {
     const flow = await codeFlow(await newBrowser());
@@ -368,6 +422,63 @@ describe.each([
     const info = await oauth.processUserInfoResponse(as, client, flow.claims.sub, res);
     expect(info.sub).toBe(browser.user.sub);
     expect(info.email).toBe(browser.user.email);
+  });
+});
+
+describe('oidcc-userinfo-post-body', () => {
+  let browser: Browser;
+  let flow: CodeFlow;
+  let res: Response;
+  /** POST to userinfo with a form body (RFC 6750 §2.2), and optionally a header. */
+  const postBody = (form: Record<string, string>, headers: Record<string, string> = {}, query = '') =>
+    fetch(`${as.userinfo_endpoint!}${query}`, {
+      method: 'POST',
+      body: new URLSearchParams(form),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    });
+  beforeAll(async () => {
+    browser = await newBrowser();
+    flow = await codeFlow(browser);
+    res = await postBody({ access_token: flow.tokens.access_token });
+  });
+  it('CallUserInfoEndpointWithBearerTokenInBodyAllowingFailure (supported: 200, no UserInfoEndpointWithAccessTokenInBodyNotSupported)', () => {
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json\b/);
+  });
+  it('ExtractUserInfoFromUserInfoEndpointResponse, EnsureUserInfoContainsSub (processUserInfoResponse: sub is the id_token sub)', async () => {
+    const info = await oauth.processUserInfoResponse(as, client, flow.claims.sub, res);
+    expect(info.sub).toBe(browser.user.sub);
+    expect(info.email).toBe(browser.user.email);
+  });
+  it('RFC 6750 §2: the token in the header and in the body at once → 400 invalid_request', async () => {
+    const both = await postBody(
+      { access_token: flow.tokens.access_token },
+      { authorization: `Bearer ${flow.tokens.access_token}` },
+    );
+    expect(both.status).toBe(400);
+    expect(both.headers.get('www-authenticate')).toBe('Bearer error="invalid_request"');
+    expect(await both.json()).toMatchObject({ error: 'invalid_request' });
+  });
+  it('RFC 6750 §2.3 is not offered: the token in the query → 400 invalid_request, with or without another', async () => {
+    const query = `?access_token=${encodeURIComponent(flow.tokens.access_token)}`;
+    for (const r of [
+      await fetch(`${as.userinfo_endpoint!}${query}`),
+      await postBody({}, { authorization: `Bearer ${flow.tokens.access_token}` }, query),
+    ]) {
+      expect(r.status).toBe(400);
+      expect(((await r.json()) as { error: string }).error).toBe('invalid_request');
+    }
+  });
+  it('a body that is not a bearer token, or another media type, is no token: 401 invalid_token', async () => {
+    const bad = await postBody({ access_token: 'not a token' });
+    expect(bad.status).toBe(401);
+    expect(bad.headers.get('www-authenticate')).toMatch(/^Bearer\b.*error="invalid_token"/);
+    const json = await fetch(as.userinfo_endpoint!, {
+      method: 'POST',
+      body: JSON.stringify({ access_token: flow.tokens.access_token }),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(json.status).toBe(401);
   });
 });
 
