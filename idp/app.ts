@@ -4,7 +4,13 @@ import { isDatabaseUnavailable } from '../lib/db.ts';
 import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { IdpContext } from './context.ts';
-import { AuthorizePageError, MethodNotAllowedError, NotFoundError, OAuthError } from './errors.ts';
+import {
+  AuthorizePageError,
+  InvalidBearerRequestError,
+  MethodNotAllowedError,
+  NotFoundError,
+  OAuthError,
+} from './errors.ts';
 import { refusedPage, sendPage } from './pages/html.ts';
 import { RateLimitedError } from './rate-limit.ts';
 import { CORS_PATHS, findRoute, routes } from './routes.ts';
@@ -94,6 +100,8 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     if (err.error === 'invalid_token') headers['www-authenticate'] = `Bearer error="invalid_token"`;
     if (err.error === 'insufficient_scope') headers['www-authenticate'] = `Bearer error="insufficient_scope"`;
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
+    if (err instanceof InvalidBearerRequestError)
+      headers['www-authenticate'] = `Bearer error="invalid_request"`;
     return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
   }
   if (isDatabaseUnavailable(err)) {

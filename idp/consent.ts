@@ -73,6 +73,12 @@ export function csrfTokenValid(key: Buffer, sessionToken: string, clientId: stri
  */
 export const POWERS_NAMED_FIELD = 'powers_named';
 
+/**
+ * The fields only the consent form carries. A POST to /oauth/authorize with any of them is an answer to the page
+ * (its CSRF token is then required); one with none of them is an authorization request, handled as a GET.
+ */
+export const CONSENT_FORM_FIELDS: readonly string[] = ['decision', 'csrf_token', POWERS_NAMED_FIELD];
+
 /** Where the decision's redirect goes, as a CSP source: the redirect URI's origin, or its scheme. */
 function formTarget(redirectUri: string): string {
   const u = new URL(redirectUri);

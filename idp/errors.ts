@@ -82,6 +82,8 @@ export class InvalidClientMetadataError extends OAuthError {
     super('invalid_client_metadata', description);
   }
 }
+/** 400 from a protected resource (RFC 6750 §3.1): answered with `WWW-Authenticate: Bearer error="invalid_request"`. */
+export class InvalidBearerRequestError extends InvalidRequestError {}
 export class InvalidTokenError extends OAuthError {
   constructor(description: string) {
     super('invalid_token', description, 401);

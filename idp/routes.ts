@@ -4,7 +4,7 @@ import { consoleMount } from './console/console.ts';
 import { consoleRoutes } from './console/routes.ts';
 import type { Endpoint } from './context.ts';
 import { authorize } from './endpoints/authorize.ts';
-import { consentDecision } from './endpoints/consent.ts';
+import { authorizePost } from './endpoints/authorize-post.ts';
 import { deviceAuthorization } from './endpoints/device-authorization.ts';
 import { deviceDecision, deviceVerification } from './endpoints/device-verification.ts';
 import { discovery } from './endpoints/discovery.ts';
@@ -49,7 +49,7 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
     ['/.well-known/openid-configuration', { GET: meta }],
     ['/.well-known/oauth-authorization-server', { GET: meta }],
     ['/.well-known/jwks.json', { GET: jwks(keys) }],
-    ['/oauth/authorize', { GET: authorize, POST: consentDecision }],
+    ['/oauth/authorize', { GET: authorize, POST: authorizePost }],
     ['/oauth/token', { POST: limited('token', token) }],
     ['/oauth/register', { POST: limited('register', register) }],
     ['/oauth/revoke', { POST: limited('revoke', revoke) }],

@@ -32,7 +32,8 @@ export async function readBody(req: IncomingMessage, limit = DEFAULT_BODY_LIMIT)
   return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
 }
 
-function mediaType(req: IncomingMessage): string {
+/** The request's media type, lowercased, without parameters ('' when there is no Content-Type). */
+export function mediaType(req: IncomingMessage): string {
   return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
 }
 

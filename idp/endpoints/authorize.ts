@@ -29,14 +29,7 @@ export function hashCode(code: string): string {
   return createHash('sha256').update(code).digest('base64url');
 }
 
-/**
- * GET /oauth/authorize. Steps, in order: trust client_id and redirect_uri (else a plain 400 page), then every
- * other parameter (errors go back to the client), then the web session (else the login page, or
- * login_required for prompt=none), then how fresh its sign-in is (prompt=login, max_age: the login page again,
- * session/freshness.ts), then consent (else the consent page, or consent_required for prompt=none), then the
- * code. A metadata-document client the signed-in user has not approved (or any, with no session) gets none of
- * its errors back: they are shown on a page here (docs/clients.md).
- */
+/** GET /oauth/authorize: the authorization request in the query. */
 export const authorize: Endpoint = async (ctx, x) => {
   let params: Map<string, string>;
   try {
@@ -44,6 +37,23 @@ export const authorize: Endpoint = async (ctx, x) => {
   } catch (err) {
     throw new AuthorizePageError((err as Error).message);
   }
+  await authorizationRequest(ctx, x, params);
+};
+
+/**
+ * An authorization request, sent by GET (the query) or POST (a form body, OIDC Core §3.1.2.1): the same steps
+ * whichever way it came. In order: trust client_id and redirect_uri (else a plain 400 page), then every
+ * other parameter (errors go back to the client), then the web session (else the login page, or
+ * login_required for prompt=none), then how fresh its sign-in is (prompt=login, max_age: the login page again,
+ * session/freshness.ts), then consent (else the consent page, or consent_required for prompt=none), then the
+ * code. A metadata-document client the signed-in user has not approved (or any, with no session) gets none of
+ * its errors back: they are shown on a page here (docs/clients.md).
+ */
+export async function authorizationRequest(
+  ctx: IdpContext,
+  x: Exchange,
+  params: Map<string, string>,
+): Promise<void> {
   const { client, redirectUri } = await checkClientAndRedirect(ctx, x, params);
   const state = params.get('state');
   const now = Math.floor(Date.now() / 1000);
@@ -55,7 +65,10 @@ export const authorize: Endpoint = async (ctx, x) => {
     const request = checkParameters(ctx, params, client.clientId);
     const signIn = () => {
       const marker = signInMarker(ctx, { clientId: client.clientId, at: now, sessionToken });
-      redirect(x.res, loginRedirect(ctx, x.url, { [SIGN_IN_MARKER]: marker }));
+      // The way back is a GET carrying the request's parameters, also for a request that came by POST.
+      const again = new URL(x.url.pathname, x.url);
+      for (const [k, v] of params) again.searchParams.set(k, v);
+      redirect(x.res, loginRedirect(ctx, again, { [SIGN_IN_MARKER]: marker }));
     };
     if (!session) {
       if (request.prompt.has('none')) throw new LoginRequiredError('no web session');
@@ -82,7 +95,7 @@ export const authorize: Endpoint = async (ctx, x) => {
     }
     await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
-};
+}
 
 export type AuthorizationRequest = ReturnType<typeof checkParameters>;
 

@@ -1,6 +1,5 @@
-import { readForm } from '../../lib/http.ts';
 import { csrfTokenValid, POWERS_NAMED_FIELD, servicesOf } from '../consent.ts';
-import type { Endpoint } from '../context.ts';
+import type { Exchange, IdpContext } from '../context.ts';
 import { AccessDeniedError, AuthorizePageError } from '../errors.ts';
 import { adminPowers, grantScope, parseScope, powersOf } from '../scopes.ts';
 import { webSession } from '../session/web-session.ts';
@@ -15,15 +14,18 @@ import {
 } from './authorize.ts';
 
 /**
- * POST /oauth/authorize: the consent page's answer. The form carries the authorization request unchanged, the
+ * The consent page's answer (a POST to /oauth/authorize that carries a consent-form field, authorize-post.ts). The form carries the authorization request unchanged, the
  * administrative scopes the page named (`powers_named`), the CSRF token and `decision` (approve | deny).
  * Everything is checked again as on GET; the token must belong to this session and this client, else nothing
  * happens (a plain 403 page, no redirect, no code). A valid token means this session was shown the page: a
  * deny then goes back to the client as access_denied, even for a metadata-document client never approved
  * before (docs/clients.md).
  */
-export const consentDecision: Endpoint = async (ctx, x) => {
-  const params = await readForm(x.req, 32 * 1024);
+export async function consentDecision(
+  ctx: IdpContext,
+  x: Exchange,
+  params: Map<string, string>,
+): Promise<void> {
   const given = params.get('csrf_token') ?? '';
   const decision = params.get('decision');
   const named = new Set(parseScope(params.get(POWERS_NAMED_FIELD)));
@@ -91,4 +93,4 @@ export const consentDecision: Endpoint = async (ctx, x) => {
     x.log.info({ clientId: client.clientId, scope }, 'consent given');
     await issueCode(ctx, x, { client, redirectUri, state, session, scope, request });
   });
-};
+}

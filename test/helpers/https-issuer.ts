@@ -65,7 +65,8 @@ export type BrowserOutcome =
  * One user's browser. `open(url)` follows redirects as a browser would: the session cookie goes to the issuer's
  * origin; the sign-in page (`{issuer}/api/auth/signin`) signs the user in anew and returns to its `callbackUrl`;
  * a consent page is answered; it stops at the first address off the issuer (the client's redirect URI) or at a
- * page that is not the consent page.
+ * page that is not the consent page. With `method: 'POST'` the first request is a form POST of `start`'s query to
+ * its path (an authorization request sent by POST, OIDC Core §3.1.2.1); every redirect after it is a GET.
  */
 export class Browser {
   sessionToken: string | undefined;
@@ -85,8 +86,9 @@ export class Browser {
     this.consent = consent;
   }
 
-  async open(start: URL | string): Promise<BrowserOutcome> {
+  async open(start: URL | string, o: { method?: 'GET' | 'POST' } = {}): Promise<BrowserOutcome> {
     let url = new URL(start);
+    let post = o.method === 'POST';
     const origin = new URL(this.issuer).origin;
     for (let hops = 0; hops < 10; hops++) {
       if (url.origin !== origin) return { kind: 'callback', url };
@@ -96,10 +98,18 @@ export class Browser {
         url = new URL(url.searchParams.get('callbackUrl')!, origin);
         continue;
       }
-      const res = await fetch(url, {
-        redirect: 'manual',
-        headers: this.sessionToken ? { cookie: `${this.cookieName}=${this.sessionToken}` } : {},
-      });
+      const cookie: Record<string, string> = this.sessionToken
+        ? { cookie: `${this.cookieName}=${this.sessionToken}` }
+        : {};
+      const res = post
+        ? await fetch(new URL(url.pathname, url), {
+            method: 'POST',
+            redirect: 'manual',
+            body: url.searchParams,
+            headers: { ...cookie, 'content-type': 'application/x-www-form-urlencoded' },
+          })
+        : await fetch(url, { redirect: 'manual', headers: cookie });
+      post = false;
       const body = await res.text();
       let location = res.headers.get('location');
       if (res.status === 200 && this.sessionToken && parseConsentForm(body)) {

@@ -240,6 +240,58 @@ describe('CSRF: the approve POST counts only with the token of this session', ()
   });
 });
 
+describe('an authorization request sent by POST is never an approval', () => {
+  /** POST /oauth/authorize with the authorization request's parameters in the body, and `extra` fields. */
+  const postRequest = async (user: SeededUser, clientId: string, extra: Record<string, string>) => {
+    const params = (await ask(user, clientId)).params;
+    const body = new URLSearchParams();
+    for (const [k, v] of Object.entries({ ...params, ...extra })) if (v !== undefined) body.set(k, v);
+    const res = await fetch(`${idp.url}/oauth/authorize`, {
+      method: 'POST',
+      redirect: 'manual',
+      body,
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: `authjs.session-token=${user.sessionToken}`,
+      },
+    });
+    return { status: res.status, location: res.headers.get('location'), body: await res.text() };
+  };
+  const nothingGranted = async (clientId: string) => {
+    expect(await codesOf(clientId)).toBe(0);
+    expect(
+      (await db.pool.query('SELECT 1 FROM platform.oauth_consents WHERE client_id = $1', [clientId]))
+        .rowCount,
+    ).toBe(0);
+  };
+
+  it('the request alone → the consent page, as by GET: no code, no consent stored', async () => {
+    const clientId = await newClient();
+    const r = await postRequest(alice, clientId, {});
+    expect(r.status).toBe(200);
+    expect(r.location).toBeNull();
+    expect(parseConsentForm(r.body)).toBeDefined();
+    await nothingGranted(clientId);
+  });
+
+  const forged: Array<[string, Record<string, string>]> = [
+    ['decision=approve and no token', { decision: 'approve' }],
+    ['decision=approve and a forged token', { decision: 'approve', csrf_token: 'A'.repeat(43) }],
+    ['powers_named and no token', { powers_named: 'mail:send_as' }],
+    ['a forged token and no decision', { csrf_token: 'forged' }],
+  ];
+  for (const [name, extra] of forged) {
+    it(`the request with ${name} → 403 page, no redirect, nothing granted`, async () => {
+      const clientId = await newClient();
+      const r = await postRequest(alice, clientId, extra);
+      expect(r.status).toBe(403);
+      expect(r.location).toBeNull();
+      expect(r.body).toContain('not valid for this session');
+      await nothingGranted(clientId);
+    });
+  }
+});
+
 const XSS_NAME = `<script>alert("name")</script><img src=x onerror=alert(1)>"'&`;
 const XSS_STATE = `"><script>alert("state")</script><b x='`;
 

@@ -51,9 +51,17 @@ async function adminPost(path: string, body: unknown) {
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
+/** userinfo with the token in the header; the same token in a POST body (RFC 6750 §2.2) must get the same answer. */
 async function userinfo(token: string) {
   const res = await fetch(`${idp.issuer}/oauth/userinfo`, { headers: { authorization: `Bearer ${token}` } });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  const inBody = await fetch(`${idp.issuer}/oauth/userinfo`, {
+    method: 'POST',
+    body: new URLSearchParams({ access_token: token }),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
+  const answer = { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  expect({ status: inBody.status, json: await inBody.json() }, 'the token in a POST body').toEqual(answer);
+  return answer;
 }
 
 const nextSecond = () => new Promise((r) => setTimeout(r, 1100 - (Date.now() % 1000)));
