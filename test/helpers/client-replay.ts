@@ -2,6 +2,7 @@
 // is sent exactly as the test writes it (parameter order, duplicates, spacing kept), the user's consent is
 // answered through the page's own form without a browser, and vendor metadata documents that cannot be fetched
 // here are pinned (PLATFORM_CIMD_PINNED_DIR) or served from a local https server trusted through a test CA.
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +13,7 @@ import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { toolJson } from '../tools/helpers.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 import { type SeededUser, seedUser } from './database.ts';
-import { answerConsent, parseConsentForm, sessionCookieName } from './oauth.ts';
+import { answerConsent, parseConsentForm, pkcePair, sessionCookieName } from './oauth.ts';
 import { createTestCa, startHttpsServer, type TestCa, type TestHttpsServer } from './tls.ts';
 
 export { pkcePair } from './oauth.ts';
@@ -25,8 +26,9 @@ const pairs = (p: Params): Array<[string, string]> => (Array.isArray(p) ? p : Ob
 export interface ReplayStackOptions {
   /** PLATFORM_ALLOWED_REDIRECT_URIS: the https (and custom-scheme) callbacks the operator lists. */
   allowedRedirectUris?: string[];
-  /** Vendor metadata documents the operator pins (each names its own URL in `client_id`). */
-  pinned?: Array<Record<string, unknown>>;
+  /** Vendor metadata documents the operator pins (each names its own URL in `client_id`); a function gets
+   * the local https server's origin (for a document whose `jwks_uri` is served there). */
+  pinned?: Array<Record<string, unknown>> | ((docsOrigin: string) => Array<Record<string, unknown>>);
   /** Bodies served as JSON over https on localhost (the test CA), by path; `origin` is the server's. */
   documents?: (origin: string) => Record<string, unknown>;
   idpEnv?: Record<string, string>;
@@ -51,7 +53,27 @@ export interface ReplayStack {
   token(form: Params, headers?: Record<string, string>): Promise<JsonAnswer>;
   /** Connects through the gateway with the access token, calls `whoami` and returns its JSON. */
   whoami(accessToken: string, service?: string): Promise<Record<string, unknown>>;
+  /** One client's whole sign-in: authorize (consent approved), code exchange, one refresh, whoami. */
+  signIn(flow: ClientFlow): Promise<SignedIn>;
   stop(): Promise<void>;
+}
+
+/** What a client sends at each step, built from the values only known then (exact order kept). */
+export interface ClientFlow {
+  authorize(p: { challenge: string; state: string }): Params;
+  token(p: { code: string; verifier: string }): Params | Promise<Params>;
+  refresh(p: { refreshToken: string }): Params | Promise<Params>;
+  /** Extra token-request headers (HTTP Basic client authentication). */
+  headers?: Record<string, string>;
+  service?: string;
+}
+
+export interface SignedIn {
+  authorize: AuthorizeAnswer;
+  token: JsonAnswer;
+  refreshed: JsonAnswer;
+  /** whoami through the gateway with the refreshed access token. */
+  me: Record<string, unknown>;
 }
 
 export interface Discovery {
@@ -105,7 +127,8 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
   const docsOrigin = `https://localhost:${docs.port}`;
   bodies = opts.documents?.(docsOrigin) ?? {};
   const pinnedDir = await mkdtemp(join(tmpdir(), 'platform-pinned-'));
-  for (const [i, doc] of (opts.pinned ?? []).entries()) {
+  const pinned = typeof opts.pinned === 'function' ? opts.pinned(docsOrigin) : (opts.pinned ?? []);
+  for (const [i, doc] of pinned.entries()) {
     await writeFile(join(pinnedDir, `${i}.json`), JSON.stringify(doc, null, 2));
   }
   let stack: Stack;
@@ -114,7 +137,7 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
       idpEnv: {
         PLATFORM_CIMD_ALLOWED_HOSTS: `localhost:${docs.port}`,
         PLATFORM_CIMD_CA_FILE: ca.caFile,
-        ...(opts.pinned?.length ? { PLATFORM_CIMD_PINNED_DIR: pinnedDir } : {}),
+        ...(pinned.length ? { PLATFORM_CIMD_PINNED_DIR: pinnedDir } : {}),
         ...(opts.allowedRedirectUris?.length
           ? { PLATFORM_ALLOWED_REDIRECT_URIS: opts.allowedRedirectUris.join(',') }
           : {}),
@@ -218,6 +241,21 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
         await transport.terminateSession().catch(() => {});
         await client.close();
       }
+    },
+    async signIn(flow) {
+      const { verifier, challenge } = pkcePair();
+      const state = randomBytes(12).toString('base64url');
+      const a = await this.authorize(flow.authorize({ challenge, state }));
+      if (a.status !== 302 || !a.code) throw new Error(`authorize: ${a.status} ${a.location} ${a.body}`);
+      if (a.location!.searchParams.get('state') !== state) throw new Error('state mismatch');
+      const t = await this.token(await flow.token({ code: a.code, verifier }), flow.headers);
+      if (t.status !== 200) throw new Error(`code exchange: ${t.status} ${t.text}`);
+      const refreshToken = t.json.refresh_token;
+      if (typeof refreshToken !== 'string') throw new Error(`no refresh token: ${t.text}`);
+      const rt = await this.token(await flow.refresh({ refreshToken }), flow.headers);
+      if (rt.status !== 200) throw new Error(`refresh: ${rt.status} ${rt.text}`);
+      const me = await this.whoami(rt.json.access_token as string, flow.service);
+      return { authorize: a, token: t, refreshed: rt, me };
     },
     async stop() {
       await stack.stop();
