@@ -33,7 +33,7 @@ beforeAll(async () => {
   r = await startReplayStack({
     allowedRedirectUris: [LEGACY_CALLBACK],
     documents: () => ({ '/oauth/jwks.json': key.jwks }),
-    pinned: (origin) => [
+    pinned: ({ docsOrigin }) => [
       {
         client_id: DOCUMENT,
         client_name: 'ChatGPT',
@@ -41,7 +41,7 @@ beforeAll(async () => {
         grant_types: ['authorization_code', 'refresh_token'],
         response_types: ['code'],
         token_endpoint_auth_method: 'private_key_jwt',
-        jwks_uri: `${origin}/oauth/jwks.json`,
+        jwks_uri: `${docsOrigin}/oauth/jwks.json`,
       },
     ],
   });

@@ -14,6 +14,7 @@ import { toolJson } from '../tools/helpers.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 import { type SeededUser, seedUser } from './database.ts';
 import { answerConsent, parseConsentForm, pkcePair, sessionCookieName } from './oauth.ts';
+import { freePort } from './processes.ts';
 import { createTestCa, startHttpsServer, type TestCa, type TestHttpsServer } from './tls.ts';
 
 export { pkcePair } from './oauth.ts';
@@ -27,8 +28,10 @@ export interface ReplayStackOptions {
   /** PLATFORM_ALLOWED_REDIRECT_URIS: the https (and custom-scheme) callbacks the operator lists. */
   allowedRedirectUris?: string[];
   /** Vendor metadata documents the operator pins (each names its own URL in `client_id`); a function gets
-   * the local https server's origin (for a document whose `jwks_uri` is served there). */
-  pinned?: Array<Record<string, unknown>> | ((docsOrigin: string) => Array<Record<string, unknown>>);
+   * the local https server's origin (a `jwks_uri` served there) and the gateway's `{base_url}`. */
+  pinned?:
+    | Array<Record<string, unknown>>
+    | ((at: { docsOrigin: string; baseUrl: string }) => Array<Record<string, unknown>>);
   /** Bodies served as JSON over https on localhost (the test CA), by path; `origin` is the server's. */
   documents?: (origin: string) => Record<string, unknown>;
   idpEnv?: Record<string, string>;
@@ -127,13 +130,17 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
   const docsOrigin = `https://localhost:${docs.port}`;
   bodies = opts.documents?.(docsOrigin) ?? {};
   const pinnedDir = await mkdtemp(join(tmpdir(), 'platform-pinned-'));
-  const pinned = typeof opts.pinned === 'function' ? opts.pinned(docsOrigin) : (opts.pinned ?? []);
+  const gatewayPort = await freePort();
+  const baseUrl = `http://127.0.0.1:${gatewayPort}`;
+  const pinned =
+    typeof opts.pinned === 'function' ? opts.pinned({ docsOrigin, baseUrl }) : (opts.pinned ?? []);
   for (const [i, doc] of pinned.entries()) {
     await writeFile(join(pinnedDir, `${i}.json`), JSON.stringify(doc, null, 2));
   }
   let stack: Stack;
   try {
     stack = await startStack({
+      gatewayPort,
       idpEnv: {
         PLATFORM_CIMD_ALLOWED_HOSTS: `localhost:${docs.port}`,
         PLATFORM_CIMD_CA_FILE: ca.caFile,
@@ -246,7 +253,10 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
       const { verifier, challenge } = pkcePair();
       const state = randomBytes(12).toString('base64url');
       const a = await this.authorize(flow.authorize({ challenge, state }));
-      if (a.status !== 302 || !a.code) throw new Error(`authorize: ${a.status} ${a.location} ${a.body}`);
+      if (a.status !== 302 || !a.code) {
+        const page = a.body.replace(/<style[\s\S]*?<\/style>|<[^>]+>/g, ' ').replace(/\s+/g, ' ');
+        throw new Error(`authorize: ${a.status} ${a.location ?? ''} ${page.trim().slice(0, 400)}`);
+      }
       if (a.location!.searchParams.get('state') !== state) throw new Error('state mismatch');
       const t = await this.token(await flow.token({ code: a.code, verifier }), flow.headers);
       if (t.status !== 200) throw new Error(`code exchange: ${t.status} ${t.text}`);
