@@ -304,3 +304,30 @@ export async function clientKey(alg: 'ES256' | 'RS256' = 'ES256') {
 }
 
 export const JWT_BEARER_ASSERTION = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+
+export interface RecordedRequest {
+  method: string;
+  url: string;
+  /** A form body, parsed. */
+  body: URLSearchParams | undefined;
+  headers: Headers;
+}
+
+/** A fetch that records what a real client sends (to give an SDK as its `fetchFn`). */
+export function recordingFetch(seen: RecordedRequest[]) {
+  return (url: string | URL, init?: RequestInit) => {
+    const body = init?.body;
+    seen.push({
+      method: init?.method ?? 'GET',
+      url: new URL(url.toString()).href,
+      body:
+        body instanceof URLSearchParams
+          ? new URLSearchParams(body)
+          : typeof body === 'string'
+            ? new URLSearchParams(body)
+            : undefined,
+      headers: new Headers(init?.headers),
+    });
+    return fetch(url, init);
+  };
+}
