@@ -63,7 +63,7 @@ async function signInAsClaude(client: { clientId: string; secret?: string }) {
   expect(`${a.location!.origin}${a.location!.pathname}`).toBe(CALLBACK);
   expect(a.location!.searchParams.get('state')).toBe(state);
   expect(a.location!.searchParams.get('iss')).toBe(r.issuer);
-  const secret = client.secret ? { client_secret: client.secret } : {};
+  const secret: Record<string, string> = client.secret ? { client_secret: client.secret } : {};
   const t = await r.token({
     grant_type: 'authorization_code',
     code: a.code!,

@@ -39,7 +39,8 @@ describe('LibreChat', () => {
     const secret = reg.json.client_secret as string;
     expect(secret).toEqual(expect.any(String));
     const used = reg.json.token_endpoint_auth_method as string;
-    const auth = used === 'client_secret_basic' ? {} : { client_id: clientId, client_secret: secret };
+    const auth: Record<string, string> =
+      used === 'client_secret_basic' ? {} : { client_id: clientId, client_secret: secret };
     const s = await r.signIn({
       headers: used === 'client_secret_basic' ? basicAuth(clientId, secret) : {},
       authorize: ({ challenge, state }) => ({

@@ -42,7 +42,7 @@ async function pythonClient(method: 'none' | 'client_secret_basic') {
   const clientId = reg.json.client_id as string;
   const secret = reg.json.client_secret as string | undefined;
   if (method !== 'none') expect(secret).toEqual(expect.any(String));
-  const auth = method === 'none' ? { client_id: clientId } : {};
+  const auth: Record<string, string> = method === 'none' ? { client_id: clientId } : {};
   return r
     .signIn({
       headers: method === 'none' ? {} : basicAuth(clientId, secret!),

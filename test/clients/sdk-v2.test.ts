@@ -36,8 +36,10 @@ class V2Provider extends InMemoryOAuthProvider {
   readonly redirectUrl = REDIRECT;
   callback: URL | undefined;
   consentPage: string | undefined;
-  constructor(private readonly method: 'none' | 'client_secret_basic') {
+  private readonly method: 'none' | 'client_secret_basic';
+  constructor(method: 'none' | 'client_secret_basic') {
     super();
+    this.method = method;
   }
   get clientMetadata(): OAuthClientMetadata {
     return {
@@ -76,7 +78,9 @@ describe('MCP TypeScript SDK v2 client', () => {
       const provider = new V2Provider(method);
       expect(await auth(provider, { serverUrl, fetchFn })).toBe('REDIRECT');
       expect(seen.map((s) => `${s.method} ${s.url}`)).toContain(`POST ${r.issuer}/oauth/register`);
-      expect(provider.info!.token_endpoint_auth_method ?? 'none').toBe(method);
+      expect(
+        (provider.info as { token_endpoint_auth_method?: string }).token_endpoint_auth_method ?? 'none',
+      ).toBe(method);
       const code = provider.callback!.searchParams.get('code')!;
       const iss = provider.callback!.searchParams.get('iss') ?? undefined;
       expect(await auth(provider, { serverUrl, authorizationCode: code, iss, fetchFn })).toBe('AUTHORIZED');

@@ -162,7 +162,7 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
   const cookieName = sessionCookieName(issuer);
   const serverUrl = (service = 'platform') => `${stack.baseUrl}/${service}/mcp`;
 
-  return {
+  const replay: ReplayStack = {
     stack,
     user,
     issuer,
@@ -252,19 +252,19 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
     async signIn(flow) {
       const { verifier, challenge } = pkcePair();
       const state = randomBytes(12).toString('base64url');
-      const a = await this.authorize(flow.authorize({ challenge, state }));
+      const a = await replay.authorize(flow.authorize({ challenge, state }));
       if (a.status !== 302 || !a.code) {
         const page = a.body.replace(/<style[\s\S]*?<\/style>|<[^>]+>/g, ' ').replace(/\s+/g, ' ');
         throw new Error(`authorize: ${a.status} ${a.location ?? ''} ${page.trim().slice(0, 400)}`);
       }
       if (a.location!.searchParams.get('state') !== state) throw new Error('state mismatch');
-      const t = await this.token(await flow.token({ code: a.code, verifier }), flow.headers);
+      const t = await replay.token(await flow.token({ code: a.code, verifier }), flow.headers);
       if (t.status !== 200) throw new Error(`code exchange: ${t.status} ${t.text}`);
       const refreshToken = t.json.refresh_token;
       if (typeof refreshToken !== 'string') throw new Error(`no refresh token: ${t.text}`);
-      const rt = await this.token(await flow.refresh({ refreshToken }), flow.headers);
+      const rt = await replay.token(await flow.refresh({ refreshToken }), flow.headers);
       if (rt.status !== 200) throw new Error(`refresh: ${rt.status} ${rt.text}`);
-      const me = await this.whoami(rt.json.access_token as string, flow.service);
+      const me = await replay.whoami(rt.json.access_token as string, flow.service);
       return { authorize: a, token: t, refreshed: rt, me };
     },
     async stop() {
@@ -274,6 +274,7 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
       await rm(pinnedDir, { recursive: true, force: true });
     },
   };
+  return replay;
 }
 
 /** HTTP Basic client authentication (RFC 6749 §2.3.1: form-encoded id and secret). */
