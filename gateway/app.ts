@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { answerPreflight } from '../lib/cors.ts';
 import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
@@ -26,6 +27,7 @@ import {
   METADATA_PATH,
   type ProtectedHandlerName,
   type PublicHandlerName,
+  type RouteSpec,
 } from './routes.ts';
 
 export interface GatewayContext {
@@ -60,6 +62,7 @@ interface Route {
 }
 
 const HEALTH_BODY = JSON.stringify({ status: 'ok' });
+const READ_METHODS = ['GET', 'HEAD'];
 // A dot segment or an encoded slash, dot or backslash could make the tool server resolve the path to another
 // service's prefix than the one this request was authorised for.
 const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
@@ -127,10 +130,16 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   const bodies = ctx.bodies;
 
   /** Public routes answered here: the body (if any) is read and dropped first, so the size limit holds here too. */
-  function answer(req: IncomingMessage, res: ServerResponse, x: Exchange, body: string): void {
+  function answer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    body: string,
+    headers: readonly string[] = [],
+  ): void {
     bodies.read(req, x.h, (err) => {
       if (err) fail(req, res, x.requestId, x.route, err);
-      else sendJsonBody(res, 200, body, ['x-request-id', x.requestId]);
+      else sendJsonBody(res, 200, body, ['x-request-id', x.requestId, ...headers]);
     });
   }
 
@@ -221,7 +230,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
     health: (req, res, x) => answer(req, res, x, HEALTH_BODY),
-    metadata: (req, res, x) => answer(req, res, x, x.route!.metadata),
+    // Read by browser clients (the MCP Inspector) across origins: CORS from any origin, without credentials.
+    metadata: (req, res, x) => answer(req, res, x, x.route!.metadata, ['access-control-allow-origin', '*']),
     serviceHealth: proxyHealth,
   };
   const protectedHandlers: Record<ProtectedHandlerName, ProtectedHandler> = { proxy };
@@ -240,6 +250,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       }
       const path = pathOf(url);
       const method = req.method!;
+      // A CORS preflight for the protected-resource metadata (the only route browsers read across origins).
+      if (
+        method === 'OPTIONS' &&
+        isMetadata(table.match('GET', path)) &&
+        answerPreflight(req, res, READ_METHODS)
+      )
+        return;
       const matched = table.match(method, path);
       if (matched === undefined) {
         throw path.startsWith(`${METADATA_PATH}/`)
@@ -311,6 +328,10 @@ function contentEncoded(headers: readonly string[]): boolean {
 /** Whether the request has a body to read (declared, or chunked). */
 function hasBody(h: InboundHeaders): boolean {
   return h.chunked || (h.contentLength !== undefined && h.contentLength !== '0');
+}
+
+function isMetadata(route: { spec: RouteSpec } | undefined): boolean {
+  return route?.spec.access === 'public' && route.spec.handler === 'metadata';
 }
 
 function pathOf(url: string | undefined): string {

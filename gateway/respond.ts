@@ -64,6 +64,9 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
         err instanceof InsufficientScopeError)
     ) {
       headers.push('www-authenticate', challenge(err, x.service));
+      // A browser client must be able to read the challenge (and its resource_metadata) across origins.
+      if (status === 401)
+        headers.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'WWW-Authenticate');
     }
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
     if (status === 503) headers.push('retry-after', '2');

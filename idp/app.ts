@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { allowAnyOrigin, answerPreflight } from '../lib/cors.ts';
 import { isDatabaseUnavailable } from '../lib/db.ts';
 import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -6,7 +7,7 @@ import type { IdpContext } from './context.ts';
 import { AuthorizePageError, MethodNotAllowedError, NotFoundError, OAuthError } from './errors.ts';
 import { refusedPage, sendPage } from './pages/html.ts';
 import { RateLimitedError } from './rate-limit.ts';
-import { findRoute, routes } from './routes.ts';
+import { CORS_PATHS, findRoute, routes } from './routes.ts';
 
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
@@ -54,6 +55,10 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
       );
     });
     const entry = findRoute(table, url.pathname);
+    if (entry && CORS_PATHS.has(url.pathname)) {
+      if (answerPreflight(req, res, Object.keys(entry))) return;
+      allowAnyOrigin(res, 'www-authenticate');
+    }
     const run = async () => {
       if (!entry) throw new NotFoundError(`no route ${url.pathname}`);
       const endpoint = req.method ? entry[req.method] : undefined;

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
+import type { ClientKeySets } from './client-auth/key-sets.ts';
 import type { IdpConfig } from './config.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
 import type { IdpMetrics } from './metrics.ts';
@@ -25,6 +26,8 @@ export interface IdpContext {
   keys: readonly SigningKey[];
   signer: JwtSigner;
   clients: ClientStore;
+  /** private_key_jwt key sets (a client's jwks, or its jwks_uri fetched and cached). */
+  clientKeys: ClientKeySets;
   codes: CodeStore;
   consents: ConsentStore;
   deviceCodes: DeviceCodeStore;

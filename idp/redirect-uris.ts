@@ -95,25 +95,22 @@ function isLoopbackLike(uri: string): boolean {
 
 export type ApplicationType = 'native' | 'web';
 
+/** OIDC Dynamic Registration's application_type when the client gave none: `web` if any URI is https. */
+export function inferApplicationType(uris: readonly string[]): ApplicationType {
+  return uris.some((u) => u.startsWith('https://')) ? 'web' : 'native';
+}
+
 /**
- * Registration (RFC 7591 + OIDC Dynamic Registration's application_type): null when `uri` is acceptable for
- * the application type, else the reason.
+ * Registration (RFC 7591): null when `uri` may be registered, else the reason. A loopback URI always may; any
+ * other (https callback, private-use scheme) only when the operator listed it exactly and it is well formed.
+ * `application_type` plays no part: real clients send `native` with https callbacks (VS Code) and `web` with
+ * private-use schemes and loopback URIs (Cursor), and a URI the operator allowed is what matters.
  */
-export function redirectUriProblem(
-  uri: string,
-  o: { applicationType: ApplicationType; allowed: readonly string[] },
-): string | null {
+export function redirectUriProblem(uri: string, o: { allowed: readonly string[] }): string | null {
   if (uri.includes('#')) return 'must not carry a fragment';
-  if (o.applicationType === 'native') {
-    if (isLoopbackRedirect(uri)) return null;
-    if (isPrivateUseRedirect(uri)) {
-      return o.allowed.includes(uri)
-        ? null
-        : 'is not in the list of allowed redirect URIs (PLATFORM_ALLOWED_REDIRECT_URIS)';
-    }
-    return 'is neither a loopback URI (http://127.0.0.1:<port>/<path>, http://[::1]:<port>/<path>, http://localhost:<port>/<path>) nor a private-use scheme; web callbacks need application_type "web"';
-  }
-  if (!isHttpsRedirect(uri)) return 'must be an https URI without userinfo for application_type "web"';
+  if (isLoopbackRedirect(uri)) return null;
+  if (!isHttpsRedirect(uri) && !isPrivateUseRedirect(uri))
+    return 'is neither a loopback URI (http://127.0.0.1:<port>/<path>, http://[::1]:<port>/<path>, http://localhost:<port>/<path>), an https URI without userinfo, nor a private-use scheme';
   return o.allowed.includes(uri)
     ? null
     : 'is not in the list of allowed redirect URIs (PLATFORM_ALLOWED_REDIRECT_URIS)';

@@ -63,6 +63,22 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
   ]);
 }
 
+/**
+ * The routes browsers call across origins (discovery, JWKS, register, token, revoke, userinfo, device
+ * authorization): they answer CORS from any origin, without credentials. The authorize, consent,
+ * device-verification and admin routes never send CORS headers.
+ */
+export const CORS_PATHS: ReadonlySet<string> = new Set([
+  '/.well-known/openid-configuration',
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/jwks.json',
+  '/oauth/register',
+  '/oauth/token',
+  '/oauth/revoke',
+  '/oauth/userinfo',
+  '/oauth/device_authorization',
+]);
+
 export function findRoute(table: RouteTable, path: string): Readonly<Record<string, Endpoint>> | undefined {
   const exact = table.get(path);
   if (exact) return exact;

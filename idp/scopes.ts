@@ -2,6 +2,8 @@ import { ADMIN_POWER_SCOPES, ADMIN_SCOPE, FIRST_PARTY_CLIENT, SEND_AS_SCOPE } fr
 import { InvalidScopeError } from './errors.ts';
 
 export const IDENTITY_SCOPES = ['openid', 'profile', 'email'] as const;
+/** OIDC Core §11: asks for a refresh token. Accepted and granted when asked; refresh tokens are issued either way. */
+export const OFFLINE_ACCESS = 'offline_access';
 export { ADMIN_SCOPE, SEND_AS_SCOPE };
 
 /**
@@ -37,6 +39,7 @@ export const serviceScope = (service: string) => `mcp:${service}`;
 export function supportedScopes(services: readonly string[]): string[] {
   return [
     ...IDENTITY_SCOPES,
+    OFFLINE_ACCESS,
     ...services.map(serviceScope),
     ADMIN_SCOPE,
     ...(services.includes('mail') ? [SEND_AS_SCOPE] : []),
@@ -56,20 +59,39 @@ export interface GrantScopeOptions {
   powers: ReadonlySet<string>;
 }
 
+/** RFC 6749 §3.3: a scope token is printable ASCII without space, `"` or `\`. */
+function checkSyntax(requested: readonly string[]): void {
+  for (const s of requested) {
+    if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s))
+      throw new InvalidScopeError('scope contains a character RFC 6749 §3.3 forbids');
+  }
+}
+
 /**
- * The granted scope: what was asked (every identity and service scope when nothing was), minus services the
- * user is not entitled to, minus administrative scopes unless asked for and within `powers`; `mail:send_as`
- * only beside `mcp:mail`. An unknown scope is an error rather than silently dropped, so a typo is visible.
+ * The requested scopes this provider knows, in the order asked; unknown ones are dropped, never an error
+ * (clients ask for what other servers offer: Gemini CLI every scope in scopes_supported, Codex the
+ * server-level ones). A scope with a character RFC 6749 §3.3 forbids is still `invalid_scope`.
+ */
+export function knownScopes(requested: readonly string[], services: readonly string[]): string[] {
+  checkSyntax(requested);
+  const supported = new Set(supportedScopes(services));
+  return requested.filter((s) => supported.has(s));
+}
+
+/**
+ * The granted scope: what was asked (every identity and service scope when nothing, or only
+ * `offline_access`, was), minus unknown scopes, minus services the user is not entitled to, minus
+ * administrative scopes unless asked for and within `powers`; `mail:send_as` only beside `mcp:mail`. The
+ * response's `scope` says what was granted.
  */
 export function grantScope(o: GrantScopeOptions): string {
   const supported = new Set(supportedScopes(o.services));
-  for (const s of o.requested) {
-    if (!/^[\x21\x23-\x5B\x5D-\x7E]+$/.test(s))
-      throw new InvalidScopeError('scope contains a character RFC 6749 §3.3 forbids');
-    if (!supported.has(s)) throw new InvalidScopeError(`scope "${s}" is not supported`);
-  }
+  const known = knownScopes(o.requested, o.services);
+  const named = known.filter((s) => s !== OFFLINE_ACCESS);
   const asked = new Set(
-    o.requested.length > 0 ? o.requested : [...supported].filter((s) => !ADMIN_POWERS.has(s)),
+    named.length > 0
+      ? known
+      : [...known, ...[...supported].filter((s) => !ADMIN_POWERS.has(s) && s !== OFFLINE_ACCESS)],
   );
   // Canonical order (identity scopes, then services as configured), so equal grants compare equal.
   const granted = [...supported]

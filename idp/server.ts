@@ -9,6 +9,7 @@ import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
+import { createClientKeySets } from './client-auth/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
@@ -102,6 +103,11 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     onFetched: (c) => log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched'),
     onHostRefused: (host, detail) => log.warn({ host, detail }, 'client metadata document host refused'),
   });
+  const clientKeys = createClientKeySets({
+    allowedHosts: config.cimd.allowedHosts,
+    ca: config.cimd.ca,
+    onHostRefused: (host, detail) => log.warn({ host, detail }, 'client jwks_uri host refused'),
+  });
   const publisher = revocations;
   try {
     const idType = await usersIdType(pool, config.authjs.usersTable);
@@ -138,6 +144,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       keys,
       signer: new JwtSigner(keys[0]!),
       clients: createClientStore(pool, metadataClients),
+      clientKeys,
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
       deviceCodes: createDeviceCodeStore(pool),
@@ -212,12 +219,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await metadataClients.close();
+        await clientKeys.close();
         await pool.end();
         redis?.disconnect();
       },
     };
   } catch (err) {
     await metadataClients.close().catch(() => {});
+    await clientKeys.close().catch(() => {});
     await pool.end().catch(() => {});
     redis?.disconnect();
     throw err;

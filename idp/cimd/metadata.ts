@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkKeySet } from '../client-auth/key-sets.ts';
 import { InvalidClientError } from '../errors.ts';
 
 // Client ID Metadata Documents (draft-ietf-oauth-client-id-metadata-document): a client_id that is an https
@@ -78,8 +79,26 @@ export function validateMetadata(url: URL, body: unknown): MetadataClient {
   const doc = parsed.data;
   if (doc.client_id !== url.href)
     throw new InvalidClientError('client metadata document: client_id does not equal the document URL');
-  if (doc.token_endpoint_auth_method !== 'none')
-    throw new InvalidClientError('client metadata document: token_endpoint_auth_method must be "none"');
+  const method = doc.token_endpoint_auth_method;
+  if (method !== 'none' && method !== 'private_key_jwt')
+    throw new InvalidClientError(
+      'client metadata document: token_endpoint_auth_method must be "none" or "private_key_jwt"',
+    );
+  if (method === 'private_key_jwt') {
+    // ChatGPT's documents: the client signs an assertion with a key published at its jwks_uri (RFC 7523).
+    const uri = doc.jwks_uri;
+    if (doc.jwks === undefined && (typeof uri !== 'string' || !uri.startsWith('https://')))
+      throw new InvalidClientError(
+        'client metadata document: private_key_jwt needs an https jwks_uri or jwks',
+      );
+    if (doc.jwks !== undefined) {
+      try {
+        checkKeySet(doc.jwks);
+      } catch (err) {
+        throw new InvalidClientError(`client metadata document: jwks ${(err as Error).message}`);
+      }
+    }
+  }
   if ('client_secret' in doc || 'client_secret_expires_at' in doc)
     throw new InvalidClientError('client metadata document: a public client must not carry a client_secret');
   if (doc.response_types && !doc.response_types.includes('code'))

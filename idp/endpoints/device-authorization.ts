@@ -1,38 +1,32 @@
 import { readForm, sendJson } from '../../lib/http.ts';
 import { countedFetches } from '../cimd/index.ts';
+import { authenticateClient } from '../client-auth/index.ts';
 import type { Endpoint } from '../context.ts';
 import { hashDeviceSecret, newDeviceCode, newUserCode, normalizeUserCode } from '../device-codes.ts';
-import { InvalidClientError, InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
-import { grantScope, parseScope } from '../scopes.ts';
+import { InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
+import { knownScopes, parseScope } from '../scopes.ts';
 import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
 import { validateResource } from './resource.ts';
 
 export { DEVICE_CODE_GRANT } from '../device-codes.ts';
 
 /**
- * POST /oauth/device_authorization (RFC 8628 §3.1): a public client asks for a device code and a user code.
- * The scope is checked now (an unknown scope is `invalid_scope`) and stored as asked; the verification page
+ * POST /oauth/device_authorization (RFC 8628 §3.1): a client (authenticated as registered) asks for a device code and a user code.
+ * Unknown scopes are dropped and the rest stored as asked; the verification page
  * narrows it to the user's entitlements and leaves out every administrative scope (adminPowers: none through
  * the device flow), naming what was left out.
  */
 export const deviceAuthorization: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
   const clientId = form.get('client_id');
-  if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
-  if (form.has('client_secret'))
-    throw new InvalidClientError('clients are public; client_secret is not accepted');
-  const client = await ctx.clients.find(clientId, countedFetches(ctx.rateLimiter, x.req));
-  if (!client) throw new InvalidClientError('client_id is not a registered client');
+  // A metadata-document client's document is read (a counted fetch) before it is authenticated.
+  if (clientId) await ctx.clients.find(clientId, countedFetches(ctx.rateLimiter, x.req));
+  const client = await authenticateClient(ctx, x, form);
+  if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
-  const requested = parseScope(form.get('scope'));
-  // Only checks the request (invalid_scope); the verification page decides what is granted.
-  grantScope({
-    requested,
-    services: ctx.config.services,
-    entitled: new Set(ctx.config.services),
-    powers: new Set(),
-  });
+  // Unknown scopes are dropped; the verification page decides what is granted.
+  const requested = knownScopes(parseScope(form.get('scope')), ctx.config.services);
   const deviceCode = newDeviceCode();
   // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.
   for (let attempt = 0; attempt < 5; attempt++) {
@@ -40,11 +34,11 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
     const created = await ctx.deviceCodes.create(
       hashDeviceSecret(deviceCode),
       hashDeviceSecret(normalizeUserCode(userCode)!),
-      { clientId, scope: requested.join(' '), familyId: crypto.randomUUID() },
+      { clientId: client.clientId, scope: requested.join(' '), familyId: crypto.randomUUID() },
     );
     if (!created) continue;
     const verificationUri = `${ctx.config.issuer}/oauth/device`;
-    x.log.info({ clientId }, 'device authorization started');
+    x.log.info({ clientId: client.clientId }, 'device authorization started');
     return sendJson(
       x.res,
       200,

@@ -1,4 +1,5 @@
 import { sendJson } from '../../lib/http.ts';
+import { ASSERTION_ALGS, AUTH_METHODS } from '../client-auth/index.ts';
 import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
 import { DEVICE_CODE_GRANT } from '../device-codes.ts';
@@ -22,8 +23,10 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     grant_types_supported: ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256'],
-    token_endpoint_auth_methods_supported: ['none'],
-    revocation_endpoint_auth_methods_supported: ['none'],
+    token_endpoint_auth_methods_supported: [...AUTH_METHODS],
+    token_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
+    revocation_endpoint_auth_methods_supported: [...AUTH_METHODS],
+    revocation_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     code_challenge_methods_supported: ['S256'],
     claims_supported: [
       'iss',

@@ -3,10 +3,12 @@ import { InvalidTargetError } from '../errors.ts';
 
 /**
  * RFC 8707 `resource`: must name a configured service's MCP endpoint (`{base}/<service>/mcp`) or the platform
- * audience. The token's `aud` stays the one platform audience either way.
+ * audience, with or without a trailing `/` (clients add one to an origin-only resource, or drop it). The
+ * token's `aud` stays the one platform audience either way, so a refresh without `resource` keeps it.
  */
 export function validateResource(config: IdpConfig, resource: string): void {
-  if (resource === config.audience) return;
+  const bare = (s: string) => s.replace(/\/$/, '');
+  if (bare(resource) === bare(config.audience)) return;
   let u: URL;
   try {
     u = new URL(resource);

@@ -1,4 +1,5 @@
 import { readForm } from '../../lib/http.ts';
+import { authenticateClient } from '../client-auth/index.ts';
 import type { Endpoint } from '../context.ts';
 import { InvalidRequestError, UnauthorizedClientError, UnsupportedTokenTypeError } from '../errors.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
@@ -18,7 +19,8 @@ export const revoke: Endpoint = async (ctx, x) => {
   if (hint !== undefined && hint !== 'refresh_token' && hint !== 'access_token') {
     throw new UnsupportedTokenTypeError(`token_type_hint ${hint} is not supported`);
   }
-  const clientId = form.get('client_id');
+  // A client that names itself is authenticated as it registered (RFC 7009 §2.1); naming none is allowed.
+  const clientId = (await authenticateClient(ctx, x, form))?.clientId;
 
   if (token.split('.').length === 3) {
     // Only a token this provider signed can put a jti on the denylist: an unauthenticated caller must not be

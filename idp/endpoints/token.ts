@@ -1,12 +1,12 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { PoolClient } from '../../lib/db.ts';
 import { readForm, sendJson } from '../../lib/http.ts';
+import { authenticateClient } from '../client-auth/index.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import type { EntitlementUser } from '../entitlements/entitlements.ts';
 import {
-  InvalidClientError,
   InvalidGrantError,
   InvalidRequestError,
   InvalidScopeError,
@@ -14,7 +14,7 @@ import {
   UnsupportedGrantTypeError,
 } from '../errors.ts';
 import { grantTypeLabel } from '../metrics.ts';
-import { entitledScope, parseScope } from '../scopes.ts';
+import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
@@ -47,15 +47,16 @@ function presentedGrant(
 }
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 
-/** POST /oauth/token: authorization_code, refresh_token and device_code grants for public clients (no secret). */
+/**
+ * POST /oauth/token: authorization_code, refresh_token and device_code grants, for public clients (client_id
+ * only) and confidential ones (idp/client-auth). PKCE is mandatory for every client.
+ */
 export const token: Endpoint = async (ctx, x) => {
   const form = await readForm(x.req);
-  const clientId = form.get('client_id');
-  if (!clientId) throw new InvalidRequestError('client_id is required for public clients');
-  if (form.has('client_secret'))
-    throw new InvalidClientError('clients are public; client_secret is not accepted');
-  if (!(await ctx.clients.find(clientId)))
-    throw new InvalidClientError('client_id is not a registered client');
+  // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
+  const client = await authenticateClient(ctx, x, form);
+  if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
+  const clientId = client.clientId;
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
 
@@ -187,8 +188,9 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
   if (presented.length > 256) throw new InvalidGrantError('refresh token is invalid');
-  const narrowed = form.has('scope') ? parseScope(form.get('scope')) : undefined;
-  if (narrowed && narrowed.length === 0) throw new InvalidScopeError('scope is empty');
+  // Unknown scopes are dropped; a scope that names nothing known (or none) keeps the grant's.
+  const asked = knownScopes(parseScope(form.get('scope')), ctx.config.services);
+  const narrowed = asked.length > 0 ? asked : undefined;
   const hash = hashRefreshToken(presented);
   const jti = newJti();
   const refresh = newRefreshToken();

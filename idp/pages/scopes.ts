@@ -51,6 +51,14 @@ export function scopeLines(scope: string): ScopeLine[] {
       lines.push({ words: power, scopes: s, power: true });
       continue;
     }
+    if (s === 'offline_access') {
+      lines.push({
+        words: 'Stay connected when you are not using it (a refresh token)',
+        scopes: s,
+        power: false,
+      });
+      continue;
+    }
     const service = s.startsWith('mcp:') ? s.slice(4) : undefined;
     const words = service ? (SERVICE_WORDS[service] ?? `Use the ${service} tools as you`) : s;
     lines.push({ words, scopes: s, power: false });

@@ -6,6 +6,7 @@ import {
   type MetadataClients,
   parseClientIdUrl,
 } from '../cimd/index.ts';
+import type { AuthMethod } from '../client-auth/index.ts';
 
 export interface Client {
   clientId: string;
@@ -16,6 +17,13 @@ export interface Client {
   metadataDocumentUrl?: string;
   /** The validated document, when it was read (not for a client known by its URL alone). */
   metadata?: Record<string, unknown>;
+  /** token_endpoint_auth_method (idp/client-auth); absent: `none`. */
+  authMethod?: AuthMethod;
+  /** SHA-256 of the client_secret (client_secret_post / client_secret_basic). */
+  secretHash?: string;
+  /** private_key_jwt: the client's key set, or where to fetch it. */
+  jwks?: unknown;
+  jwksUri?: string;
 }
 
 export interface ClientStore {
@@ -37,6 +45,9 @@ const fromMetadata = (m: MetadataClient): Client => ({
   type: 'metadata',
   metadataDocumentUrl: m.clientId,
   metadata: m.metadata,
+  authMethod: m.metadata.token_endpoint_auth_method as AuthMethod,
+  jwks: m.metadata.jwks,
+  jwksUri: typeof m.metadata.jwks_uri === 'string' ? m.metadata.jwks_uri : undefined,
 });
 
 /**
@@ -70,9 +81,15 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         name: string;
         redirect_uris: string;
         type: string;
+        auth_method: AuthMethod;
+        secret_hash: string | null;
+        jwks: unknown;
+        jwks_uri: string | null;
       }>({
-        name: 'client_find',
-        text: 'SELECT client_id, name, redirect_uris, type FROM platform.oauth_clients WHERE client_id = $1',
+        name: 'client_find_auth',
+        text: `SELECT client_id, name, redirect_uris, type, auth_method, secret_hash, metadata->'jwks' AS jwks,
+                      metadata->>'jwks_uri' AS jwks_uri
+                 FROM platform.oauth_clients WHERE client_id = $1`,
         values: [clientId],
       });
       const r = rows[0];
@@ -82,6 +99,10 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         name: r.name,
         redirectUris: JSON.parse(r.redirect_uris) as string[],
         type: r.type,
+        authMethod: r.auth_method,
+        secretHash: r.secret_hash ?? undefined,
+        jwks: r.jwks ?? undefined,
+        jwksUri: r.jwks_uri ?? undefined,
       };
       if (cache.size > 10_000) cache.clear();
       cache.set(clientId, { client, until: Date.now() + 60_000 });
@@ -89,8 +110,17 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
     },
     async create(c) {
       await pool.query(
-        'INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata) VALUES ($1, $2, $3, $4, $5)',
-        [c.clientId, c.name, JSON.stringify(c.redirectUris), c.type, JSON.stringify(c.metadata)],
+        `INSERT INTO platform.oauth_clients (client_id, name, redirect_uris, type, metadata, auth_method, secret_hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [
+          c.clientId,
+          c.name,
+          JSON.stringify(c.redirectUris),
+          c.type,
+          JSON.stringify(c.metadata),
+          c.authMethod ?? 'none',
+          c.secretHash ?? null,
+        ],
       );
     },
     async recordApproved(c) {

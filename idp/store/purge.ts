@@ -27,6 +27,8 @@ export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
   const logins = await pool.query(
     `DELETE FROM platform.web_session_logins WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
   );
+  // A used client-assertion jti is only needed until its assertion expires (it cannot be replayed after).
+  await pool.query('DELETE FROM platform.client_assertion_jtis WHERE expires_at < now()');
   return {
     codes: codes.rowCount ?? 0,
     deviceCodes: device.rowCount ?? 0,

@@ -1,4 +1,6 @@
+import { type KeyObject, randomUUID, type webcrypto } from 'node:crypto';
 import { createServer } from 'node:http';
+import { SignJWT } from 'jose';
 
 /** POST /oauth/register (RFC 7591) with a JSON body; returns status and the parsed answer. */
 export async function registerClient(base: string, metadata: Record<string, unknown>) {
@@ -35,4 +37,28 @@ export async function startCallbackServer() {
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+}
+
+/** An RFC 7523 client assertion (private_key_jwt) for `clientId`, signed with `key`; claims may be overridden. */
+export async function clientAssertion(
+  key: webcrypto.CryptoKey | KeyObject,
+  o: { clientId: string; aud: string; alg?: string; kid?: string; claims?: Record<string, unknown> },
+): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({ jti: randomUUID(), ...o.claims })
+    .setProtectedHeader({ alg: o.alg ?? 'ES256', ...(o.kid ? { kid: o.kid } : {}) })
+    .setIssuer(o.clientId)
+    .setSubject(o.clientId)
+    .setAudience(o.aud)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 120)
+    .sign(key);
+}
+
+export const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+
+/** `Authorization: Basic` for client_secret_basic (RFC 6749 §2.3.1: each part form-encoded first). */
+export function basicAuth(clientId: string, secret: string): string {
+  const enc = (s: string) => encodeURIComponent(s).replace(/%20/g, '+');
+  return `Basic ${Buffer.from(`${enc(clientId)}:${enc(secret)}`).toString('base64')}`;
 }

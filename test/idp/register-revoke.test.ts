@@ -86,11 +86,6 @@ describe('POST /oauth/register', () => {
       'invalid_redirect_uri',
     ],
     [
-      'an allowlisted https callback without application_type web',
-      { redirect_uris: [CONNECTOR] },
-      'invalid_redirect_uri',
-    ],
-    [
       'a loopback with a fragment',
       { redirect_uris: ['http://127.0.0.1:5000/callback#x'] },
       'invalid_redirect_uri',
@@ -116,8 +111,8 @@ describe('POST /oauth/register', () => {
     ['empty redirect_uris', { redirect_uris: [] }, 'invalid_redirect_uri'],
     ['a non-string URI', { redirect_uris: [42] }, 'invalid_redirect_uri'],
     [
-      'a confidential client',
-      { redirect_uris: ['http://127.0.0.1:1/callback'], token_endpoint_auth_method: 'client_secret_basic' },
+      'an authentication method the provider does not offer',
+      { redirect_uris: ['http://127.0.0.1:1/callback'], token_endpoint_auth_method: 'tls_client_auth' },
       'invalid_client_metadata',
     ],
     [

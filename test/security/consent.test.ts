@@ -272,11 +272,19 @@ describe('everything the page reflects is escaped', () => {
     expect(body).not.toContain(name);
   });
 
-  it('an invalid scope is never reflected: the request goes back with invalid_scope', async () => {
+  it('an unknown scope is never reflected: it is dropped (issue 18), and the page names only what is granted', async () => {
     const clientId = await newClient();
     const r = await ask(alice, clientId, { scope: 'openid <script>alert(1)</script>' });
+    expect(r.status).toBe(200);
+    expect(r.body).not.toContain('<script>alert(1)');
+  });
+
+  it('a scope with a character RFC 6749 §3.3 forbids goes back as invalid_scope, unreflected', async () => {
+    const clientId = await newClient();
+    const r = await ask(alice, clientId, { scope: 'openid "<script>alert(1)</script>' });
     expect(r.status).toBe(302);
     expect(r.location!.searchParams.get('error')).toBe('invalid_scope');
+    expect(r.location!.searchParams.get('error_description')).not.toContain('<script>');
   });
 });
 

@@ -139,14 +139,26 @@ describe('the forms MCP clients use, through the whole flow', () => {
   });
 });
 
-describe('registration honours application_type (RFC 7591 errors)', () => {
+describe('application_type never refuses an allowed URI (issue 18); what is not allowed stays refused', () => {
+  const accepted: Array<[string, Record<string, unknown>]> = [
+    ['native: an allowlisted https callback', { application_type: 'native', redirect_uris: [CONNECTOR] }],
+    ['web: a loopback URI', { application_type: 'web', redirect_uris: ['http://127.0.0.1:1/cb'] }],
+    ['web: an allowlisted private-use scheme', { application_type: 'web', redirect_uris: [CURSOR] }],
+  ];
+  for (const [name, body] of accepted) {
+    it(`${name} → 201`, async () => {
+      const r = await registerClient(idp.url, body);
+      expect(r.status, JSON.stringify(r.json)).toBe(201);
+      expect(r.json.application_type).toBe(body.application_type);
+    });
+  }
+
   const cases: Array<[string, Record<string, unknown>, string]> = [
     [
       'native: a private-use scheme not on the allowlist',
       { redirect_uris: ['cursor://other/cb'] },
       'invalid_redirect_uri',
     ],
-    ['native: an allowlisted https callback', { redirect_uris: [CONNECTOR] }, 'invalid_redirect_uri'],
     [
       'native: http on a non-loopback host',
       { redirect_uris: ['http://example.com/cb'] },
@@ -163,16 +175,6 @@ describe('registration honours application_type (RFC 7591 errors)', () => {
       'invalid_redirect_uri',
     ],
     ['native: javascript:', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
-    [
-      'web: a loopback URI',
-      { application_type: 'web', redirect_uris: ['http://127.0.0.1:1/cb'] },
-      'invalid_redirect_uri',
-    ],
-    [
-      'web: a private-use scheme',
-      { application_type: 'web', redirect_uris: [CURSOR] },
-      'invalid_redirect_uri',
-    ],
     [
       'web: https not on the allowlist',
       { application_type: 'web', redirect_uris: ['https://evil.example/cb'] },
@@ -214,8 +216,6 @@ describe('the matching rules, as functions', () => {
     ])
       expect(redirectUriMatches(reg, bad), bad).toBe(false);
     expect(isLoopbackRedirect('http://localhost:3000')).toBe(true);
-    expect(
-      redirectUriProblem('http://127.0.0.1:1/any/path?x=1', { applicationType: 'native', allowed: [] }),
-    ).toBeNull();
+    expect(redirectUriProblem('http://127.0.0.1:1/any/path?x=1', { allowed: [] })).toBeNull();
   });
 });
