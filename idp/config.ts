@@ -6,6 +6,7 @@ import {
   databaseUrl,
   type Env,
   httpUrl,
+  integer,
   logLevel,
   metricsPort,
   oneOf,
@@ -53,6 +54,11 @@ export interface IdpConfig {
   rateLimits: RateLimits;
   /** PLATFORM_TRUSTED_PROXIES: peers whose X-Forwarded-For names the client address. */
   trustedProxies: readonly string[];
+  /**
+   * PLATFORM_REFRESH_RETRY_SECONDS: how long after its first rotation a refresh token may be presented again and
+   * rotated into a sibling chain (concurrent processes of one client; docs/idp.md § Token endpoint).
+   */
+  refreshRetrySeconds: number;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -117,6 +123,10 @@ export function parseTrustedProxies(list: readonly string[]): string[] {
   }
   return [...list];
 }
+
+/** Concurrent refresh: the default window, and the range an operator may set (the contract's floor is 30 s). */
+export const DEFAULT_REFRESH_RETRY_SECONDS = 60;
+export const REFRESH_RETRY_SECONDS_RANGE = { min: 30, max: 3600 } as const;
 
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
@@ -220,6 +230,12 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     adminEmails: adminEmails(env),
     rateLimits: parseRateLimits(optionalString(env, 'PLATFORM_RATE_LIMITS')),
     trustedProxies: parseTrustedProxies(csv(env, 'PLATFORM_TRUSTED_PROXIES')),
+    refreshRetrySeconds: integer(
+      env,
+      'PLATFORM_REFRESH_RETRY_SECONDS',
+      DEFAULT_REFRESH_RETRY_SECONDS,
+      REFRESH_RETRY_SECONDS_RANGE,
+    ),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

@@ -118,6 +118,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       );
     const refreshTokens = createRefreshTokenStore(pool, {
       usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
+      retrySeconds: config.refreshRetrySeconds,
     });
     const revocation = createRevocationService({
       pool,

@@ -52,6 +52,22 @@ export function metricsPort(env: Env, publicPort: number, name = 'METRICS_PORT')
   return p;
 }
 
+/** A whole number within `min`..`max`; unset: `fallback`. */
+export function integer(
+  env: Env,
+  name: string,
+  fallback: number,
+  opts: { min: number; max: number },
+): number {
+  const v = raw(env, name);
+  if (v === undefined) return fallback;
+  if (!/^\d{1,9}$/.test(v)) throw new ConfigError(name, `must be a whole number, got "${v}"`);
+  const n = Number(v);
+  if (n < opts.min || n > opts.max)
+    throw new ConfigError(name, `must be between ${opts.min} and ${opts.max}, got ${n}`);
+  return n;
+}
+
 export function csv(env: Env, name: string, fallback: readonly string[] = []): string[] {
   const v = raw(env, name);
   if (v === undefined) return [...fallback];

@@ -5,8 +5,11 @@ import { IAT_SQL, inTransaction, isBlockedSql, type Queryable } from './transact
 export const ACCESS_TTL_SECONDS = 3600;
 
 export const REFRESH_TTL_SECONDS = 30 * 24 * 3600;
-/** A rotated-out token presented again by the same client within 10 s is a retry, not theft. */
-export const RETRY_WINDOW_SECONDS = 10;
+/**
+ * How many successors one refresh token may be rotated into: the first rotation and, inside the retry window,
+ * siblings for other processes of the client. One more presentation is treated as reuse.
+ */
+export const MAX_ROTATIONS_PER_TOKEN = 8;
 
 export interface Grant {
   familyId: string;
@@ -104,9 +107,14 @@ const toGrant = (r: GrantRow): Grant => ({
 export interface RefreshStoreOptions {
   /** Schema-qualified web-application users table and the SQL type of its id, to refuse deleted users. */
   usersTable?: { name: string; idType: string };
+  /** PLATFORM_REFRESH_RETRY_SECONDS: a whole number of seconds (validated by idp/config.ts). */
+  retrySeconds: number;
 }
 
-export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = {}): RefreshTokenStore {
+export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): RefreshTokenStore {
+  const retrySeconds = opts.retrySeconds;
+  if (!Number.isInteger(retrySeconds) || retrySeconds < 0)
+    throw new Error('retrySeconds must be a whole number');
   // A refresh re-reads the user (alias r is the refresh token row): a deleted user, or one left without an
   // email, gets invalid_grant; a changed email is carried by the new tokens and the new refresh token.
   const userRow = opts.usersTable
@@ -138,19 +146,20 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
     WITH fam AS (${familyLocked('SHARE')}),
     old AS (
       UPDATE platform.refresh_tokens r
-         SET rotated_to = $2, rotated_at = now()
+         SET rotated_to = $2, rotated_at = now(), rotations = 1
        WHERE r.token_hash = $1
          AND r.family_id = (SELECT id FROM fam WHERE NOT family_revoked AND NOT blocked)
          AND r.client_id = $7 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
          AND r.expires_at > now() ${userExists}
          AND ($6::text IS NULL OR string_to_array($6::text, ' ') <@ string_to_array(r.scope, ' '))
-   RETURNING r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
-             r.email_verified
+   RETURNING r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
+             r.auth_time, r.email_verified
     ), ins AS (
       INSERT INTO platform.refresh_tokens
-             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at)
+             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at,
+              rotated_from)
       SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-             now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old
+             now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
     ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})
     SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat FROM old`;
 
@@ -253,6 +262,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
         revoked: boolean;
         expired: boolean;
         rotated_to: string | null;
+        rotations: number;
         in_window: boolean;
         user_exists: boolean;
         scope_ok: boolean;
@@ -260,9 +270,9 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
       }
     >(
       `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
-              r.email_verified, r.rotated_to,
+              r.email_verified, r.rotated_to, r.rotations,
               r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
-              r.rotated_at > now() - interval '${RETRY_WINDOW_SECONDS} seconds' AS in_window,
+              r.rotated_at > now() - interval '${retrySeconds} seconds' AS in_window,
               true ${userExists} AS user_exists,
               ($2::text IS NULL OR string_to_array($2::text, ' ') <@ string_to_array(r.scope, ' ')) AS scope_ok,
               ${IAT_SQL} AS iat
@@ -281,15 +291,9 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
     if (!r.scope_ok) return { kind: 'scope_exceeded' };
     // Valid, yet the fast path missed it: a concurrent rotation committed in between. Rotate here.
     if (r.rotated_to === null) return rotateLocked(client, r, values);
-    // Rotated out before. A retry only while inside the window and while the successor is unused.
-    const retired = r.in_window
-      ? await client.query(
-          `UPDATE platform.refresh_tokens SET revoked_at = now(), revoked_reason = 'superseded by retry'
-            WHERE id = $1 AND rotated_to IS NULL AND revoked_at IS NULL`,
-          [r.rotated_to],
-        )
-      : undefined;
-    if (retired?.rowCount === 1) return rotateLocked(client, r, values);
+    // Rotated out before. Inside the window (from its first rotation) another process of the client: a sibling
+    // successor, its own chain, every earlier successor left alive; at most MAX_ROTATIONS_PER_TOKEN in all.
+    if (r.in_window && r.rotations < MAX_ROTATIONS_PER_TOKEN) return rotateLocked(client, r, values);
     await revokeForReuse(client, r.family_id);
     return { kind: 'reuse', grant: toGrant(r) };
   }
@@ -312,8 +316,10 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
     r: GrantRow & { id: string; iat: string },
     v: unknown[],
   ): Promise<RotateOutcome> {
+    // rotated_to names the latest successor; the window stays anchored at the first rotation.
     await c.query(
-      'UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()) WHERE id = $1',
+      `UPDATE platform.refresh_tokens SET rotated_to = $2, rotated_at = COALESCE(rotated_at, now()),
+              rotations = rotations + 1 WHERE id = $1`,
       [r.id, v[1]],
     );
     // $1 is the old token's id; $2..$4 as in the fast path; the transaction's iat.
@@ -323,9 +329,9 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions = 
                            r.auth_time, r.email_verified FROM platform.refresh_tokens r WHERE r.id = $1),
             ins AS (INSERT INTO platform.refresh_tokens
                            (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time,
-                            email_verified, expires_at)
+                            email_verified, expires_at, rotated_from)
                     SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-                           now() + interval '${REFRESH_TTL_SECONDS} seconds' FROM old)
+                           now() + interval '${REFRESH_TTL_SECONDS} seconds', $1 FROM old)
        ${auditInsert('old', { jti: '$4', iat: '$5::bigint', grantType: '$6', scope: '$7' })}`,
       [r.id, v[1], v[2], v[3], iat, v[4], v[5]],
     );

@@ -48,6 +48,16 @@ describe('configuration is validated before listening', () => {
       { PLATFORM_SESSION_COOKIE: 'a b;c' },
       /PLATFORM_SESSION_COOKIE: "a b;c" is not a cookie name/,
     ],
+    [
+      'refresh retry window under 30 s',
+      { PLATFORM_REFRESH_RETRY_SECONDS: '10' },
+      /PLATFORM_REFRESH_RETRY_SECONDS: must be between 30 and 3600, got 10/,
+    ],
+    [
+      'refresh retry window not a number',
+      { PLATFORM_REFRESH_RETRY_SECONDS: '1m' },
+      /PLATFORM_REFRESH_RETRY_SECONDS: must be a whole number, got "1m"/,
+    ],
   ];
   for (const [name, override, message] of cases) {
     it(`${name} → one line naming the variable, non-zero exit`, async () => {
