@@ -18,6 +18,8 @@ import {
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { isServiceName } from '../lib/service-name.ts';
+import type { MetadataClient } from './cimd/metadata.ts';
+import { loadPinnedDocuments } from './cimd/pinned.ts';
 
 export interface IdpConfig {
   port: number;
@@ -43,7 +45,12 @@ export interface IdpConfig {
   /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
   metricsPort: number | undefined;
   /** Client ID Metadata Documents: hosts allowed to serve them (empty: any public host), an extra CA (PEM). */
-  cimd: { allowedHosts: readonly HostPattern[]; ca: string | undefined };
+  /** `pinned`: PLATFORM_CIMD_PINNED_DIR's documents by client_id (served from there, never fetched). */
+  cimd: {
+    allowedHosts: readonly HostPattern[];
+    ca: string | undefined;
+    pinned: ReadonlyMap<string, MetadataClient>;
+  };
   /** `open`: every user gets every service; `managed`: only services granted to the user's email or roles. */
   entitlements: 'open' | 'managed';
   /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
@@ -156,7 +163,16 @@ function cimdConfig(env: Env): IdpConfig['cimd'] {
     if (!ca.includes('-----BEGIN CERTIFICATE-----'))
       throw new ConfigError('PLATFORM_CIMD_CA_FILE', `${caFile} holds no PEM certificate`);
   }
-  return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca });
+  const pinnedDir = optionalString(env, 'PLATFORM_CIMD_PINNED_DIR');
+  let pinned: ReadonlyMap<string, MetadataClient> = new Map();
+  if (pinnedDir !== undefined) {
+    try {
+      pinned = loadPinnedDocuments(pinnedDir);
+    } catch (err) {
+      throw new ConfigError('PLATFORM_CIMD_PINNED_DIR', (err as Error).message);
+    }
+  }
+  return Object.freeze({ allowedHosts: Object.freeze(allowedHosts), ca, pinned });
 }
 
 /** Checked for shape here; the database checks the query itself at start-up (see entitlements/roles.ts). */

@@ -100,6 +100,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   const metadataClients = createMetadataClients({
     allowedHosts: config.cimd.allowedHosts,
     ca: config.cimd.ca,
+    pinned: config.cimd.pinned,
     onFetched: (c) => log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched'),
     onHostRefused: (host, detail) => log.warn({ host, detail }, 'client metadata document host refused'),
   });

@@ -58,6 +58,8 @@ export function createMetadataClients(
     now?: () => number;
     /** Called after each successful fetch (not for cache hits). */
     onFetched?: (client: MetadataClient) => void;
+    /** PLATFORM_CIMD_PINNED_DIR's documents (cimd/pinned.ts): served as they are, never fetched. */
+    pinned?: ReadonlyMap<string, MetadataClient>;
   },
 ): MetadataClients {
   const fetcher = createMetadataFetcher(policy);
@@ -79,6 +81,8 @@ export function createMetadataClients(
   }
 
   function cached(url: URL): MetadataClient | undefined {
+    const pin = policy.pinned?.get(url.href);
+    if (pin) return pin;
     const hit = cache.get(url.href);
     if (hit && hit.until > now()) return hit.client;
     if (hit) cache.delete(url.href);

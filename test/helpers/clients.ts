@@ -45,13 +45,18 @@ export async function clientAssertion(
   o: { clientId: string; aud: string; alg?: string; kid?: string; claims?: Record<string, unknown> },
 ): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ jti: randomUUID(), ...o.claims })
+  const claims: Record<string, unknown> = {
+    iss: o.clientId,
+    sub: o.clientId,
+    aud: o.aud,
+    jti: randomUUID(),
+    iat: now,
+    exp: now + 120,
+    ...o.claims,
+  };
+  for (const k of Object.keys(claims)) if (claims[k] === undefined) delete claims[k];
+  return new SignJWT(claims)
     .setProtectedHeader({ alg: o.alg ?? 'ES256', ...(o.kid ? { kid: o.kid } : {}) })
-    .setIssuer(o.clientId)
-    .setSubject(o.clientId)
-    .setAudience(o.aud)
-    .setIssuedAt(now)
-    .setExpirationTime(now + 120)
     .sign(key);
 }
 
