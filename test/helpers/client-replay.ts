@@ -142,7 +142,11 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
     stack = await startStack({
       gatewayPort,
       idpEnv: {
-        PLATFORM_CIMD_ALLOWED_HOSTS: `localhost:${docs.port}`,
+        // An operator who limits document hosts names the pinned documents' hosts too.
+        PLATFORM_CIMD_ALLOWED_HOSTS: [
+          `localhost:${docs.port}`,
+          ...new Set(pinned.map((d) => new URL(String(d.client_id)).host)),
+        ].join(','),
         PLATFORM_CIMD_CA_FILE: ca.caFile,
         ...(pinned.length ? { PLATFORM_CIMD_PINNED_DIR: pinnedDir } : {}),
         ...(opts.allowedRedirectUris?.length
