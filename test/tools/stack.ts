@@ -39,6 +39,8 @@ export interface StackOptions {
   /** Extra environment of the IdP and of the gateway. */
   idpEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
+  /** The gateway's port, when a test must know `{base_url}` before the stack starts. */
+  gatewayPort?: number;
 }
 
 export async function startStack(opts: StackOptions = {}): Promise<Stack> {
@@ -46,7 +48,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
   const db = await createTestDatabase();
   await opts.prepare?.(db);
   const dealsDb = await startPostgresRelay(db.url);
-  const gatewayPort = await freePort();
+  const gatewayPort = opts.gatewayPort ?? (await freePort());
   const baseUrl = `http://127.0.0.1:${gatewayPort}`;
   const started: RunningProcess[] = [];
   try {
