@@ -53,7 +53,12 @@ export function parseParams(text: string): Map<string, string> {
     // NUL is valid UTF-8 but no OAuth parameter can hold it, and Postgres text cannot store it.
     if (k.includes('\u0000') || v.includes('\u0000'))
       throw new HttpInputError(400, 'parameters must not contain NUL');
-    if (out.has(k)) throw new HttpInputError(400, `parameter "${k}" given more than once`);
+    if (out.has(k)) {
+      // RFC 8707 lets `resource` repeat; Codex sends the same one twice (openai/codex#28830). This provider
+      // issues one audience, so a repeat of the same value is one resource, and different values are refused.
+      if (k === 'resource' && out.get(k) === v) continue;
+      throw new HttpInputError(400, `parameter "${k}" given more than once`);
+    }
     out.set(k, v);
   }
   return out;

@@ -209,14 +209,21 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
   const holder = ctx.entitlements.mode === 'managed' ? await ctx.entitlements.refreshHolder(hash) : undefined;
   if (holder) {
     // Managed entitlements: read (and lock) the grants and rotate in one transaction whose start is the iat.
+    scope = narrowed && withinGrant(narrowed, holder.scope);
     outcome = await inTransaction(ctx.pool, async (tx) => {
-      entitled = await entitledRefreshScope(ctx, holder, narrowed, tx);
+      entitled = await entitledRefreshScope(ctx, holder, scope, tx);
       scope = entitled.scope;
       return rotate(scope, tx);
     });
   } else {
     // Open entitlements (or an unknown token, which rotate() answers with invalid_grant): one statement.
     outcome = await rotate(narrowed);
+    if (outcome.kind === 'scope_exceeded' && narrowed) {
+      // Asked for more than the grant holds (clients such as Gemini CLI repeat every scope they asked for at
+      // authorize): what the grant lacks is dropped, never added; the rare case costs one more rotation.
+      scope = withinGrant(narrowed, outcome.grantScope);
+      outcome = await rotate(scope);
+    }
   }
   if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
   if (outcome.kind === 'reuse') {
@@ -231,7 +238,7 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
     });
     throw new InvalidGrantError('refresh token was already used; the grant is revoked');
   }
-  // RFC 6749 §6: a narrower scope may be asked for, a wider one may not; the store checks it before rotating.
+  // RFC 6749 §6: never wider than the grant (the grant changed under a concurrent request: refused, nothing rotated).
   if (outcome.kind === 'scope_exceeded') throw new InvalidScopeError('scope exceeds the original grant');
   if (entitled?.narrowed) {
     await noteNoService(ctx, x, {
@@ -254,6 +261,16 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
 }
 
 /**
+ * A refresh's asked scope within the grant's (RFC 6749 §6: never wider): scopes the grant lacks are dropped;
+ * when none is left, undefined (the grant's scope).
+ */
+function withinGrant(asked: readonly string[], grantScope: string): string[] | undefined {
+  const granted = new Set(grantScope.split(' '));
+  const kept = asked.filter((s) => granted.has(s));
+  return kept.length > 0 ? kept : undefined;
+}
+
+/**
  * Managed entitlements: the refreshed access token carries only the services the user is entitled to now (an
  * ungrant cuts the live tokens; this is what the client gets when it refreshes). The refresh token keeps its
  * scope, so a grant given back later returns with the next refresh. Read inside the rotation's transaction.
@@ -264,10 +281,7 @@ async function entitledRefreshScope(
   asked: string[] | undefined,
   tx: PoolClient,
 ): Promise<{ scope: string[] | undefined; asked: string; narrowed: boolean }> {
-  const granted = holder.scope.split(' ');
-  if (asked?.some((s) => !granted.includes(s)))
-    throw new InvalidScopeError('scope exceeds the original grant');
-  const wanted = (asked ?? granted).join(' ');
+  const wanted = asked?.join(' ') ?? holder.scope;
   const entitled = entitledScope(wanted, await ctx.entitlements.services(holder, tx));
   return entitled === holder.scope
     ? { scope: asked, asked: wanted, narrowed: false }

@@ -40,7 +40,8 @@ export interface NewToken {
 export type RotateOutcome =
   | { kind: 'rotated'; grant: Grant; iat: number }
   | { kind: 'invalid'; reason: string }
-  | { kind: 'scope_exceeded' }
+  /** The asked scope holds one the grant lacks; nothing rotated. `grantScope`: the grant's, to narrow to. */
+  | { kind: 'scope_exceeded'; grantScope: string }
   | { kind: 'reuse'; grant: Grant };
 
 /** Which families a revocation takes: by id, or every family of a user. */
@@ -288,7 +289,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
     if (f.blocked) return { kind: 'invalid', reason: 'the user is blocked' };
     if (r.expired) return { kind: 'invalid', reason: 'refresh token is expired' };
     if (!r.user_exists) return { kind: 'invalid', reason: 'user no longer exists' };
-    if (!r.scope_ok) return { kind: 'scope_exceeded' };
+    if (!r.scope_ok) return { kind: 'scope_exceeded', grantScope: r.scope };
     // Valid, yet the fast path missed it: a concurrent rotation committed in between. Rotate here.
     if (r.rotated_to === null) return rotateLocked(client, r, values);
     // Rotated out before. Inside the window (from its first rotation) another process of the client: a sibling

@@ -136,6 +136,27 @@ describe('resource', () => {
     });
   }
 
+  it('the same resource twice is one resource (Codex, openai/codex#28830); two different ones are refused', async () => {
+    const form = (...resources: string[]) =>
+      new URLSearchParams([
+        ['grant_type', 'refresh_token'],
+        ['refresh_token', 'x'],
+        ['client_id', clientId],
+        ...resources.map((r) => ['resource', r]),
+      ]).toString();
+    const post = (body: string) =>
+      fetch(`${idp.url}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body,
+      }).then(async (res) => ({ status: res.status, json: (await res.json()) as Record<string, unknown> }));
+    const twice = 'https://mcp.platform.test/platform/mcp';
+    // The same value twice gets as far as the grant itself (an unknown refresh token).
+    expect(await post(form(twice, twice))).toMatchObject({ status: 400, json: { error: 'invalid_grant' } });
+    const different = await post(form(twice, 'https://mcp.platform.test/mail/mcp'));
+    expect(different).toMatchObject({ status: 400, json: { error: 'invalid_request' } });
+  });
+
   it('another resource is still invalid_target', async () => {
     const t = await postForm(`${idp.url}/oauth/token`, {
       grant_type: 'refresh_token',

@@ -277,13 +277,23 @@ describe('refresh_token grant', () => {
     expect((await refresh(iss(), t.refresh_token)).json.error).toBe('invalid_grant');
   });
 
-  it('a narrower scope may be asked for, a wider one is invalid_scope and rotates nothing', async () => {
+  it('a narrower scope may be asked for; a scope the grant lacks is dropped, never added', async () => {
     const t = await signIn(iss(), user.sessionToken, { scope: 'openid email mcp:mail' });
+    // Gemini CLI asks again on refresh for every scope it asked for at authorize.
     const wide = await refresh(iss(), t.refresh_token, 'platform-cli', {
       scope: 'openid email mcp:mail mcp:deals',
     });
-    expect(wide.json.error).toBe('invalid_scope');
-    const narrow = await refresh(iss(), t.refresh_token, 'platform-cli', { scope: 'mcp:mail' });
+    expect(wide.status, wide.text).toBe(200);
+    expect(wide.json.scope).toBe('openid email mcp:mail');
+    expect(decodeJwt(wide.json.access_token as string).scope).toBe('openid email mcp:mail');
+    const outside = await refresh(iss(), wide.json.refresh_token as string, 'platform-cli', {
+      scope: 'mcp:deals',
+    });
+    expect(outside.status, outside.text).toBe(200);
+    expect(decodeJwt(outside.json.access_token as string).scope).toBe('openid email mcp:mail');
+    const narrow = await refresh(iss(), outside.json.refresh_token as string, 'platform-cli', {
+      scope: 'mcp:mail',
+    });
     expect(narrow.status).toBe(200);
     expect(narrow.json.scope).toBe('mcp:mail');
     expect(decodeJwt(narrow.json.access_token as string).scope).toBe('mcp:mail');
