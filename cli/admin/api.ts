@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { Command } from 'commander';
 import { readCredentials } from '../client/credentials.ts';
 import { CliError, describeError, isUnreachable, LOGIN_HINT } from '../client/errors.ts';
 import type { Io } from '../client/io.ts';
@@ -12,6 +13,13 @@ const REQUEST_TIMEOUT_MS = 15_000;
 export const ADMIN_SCOPE = 'platform:admin';
 
 export type Query = Record<string, string | number | undefined>;
+
+/** What cli/admin.ts hands a group of `platform admin` subcommands to register them with. */
+export interface AdminCommandKit<Flags> {
+  command: (name: string, description: string) => Command;
+  act: (fn: (api: AdminApi, flags: Flags) => Promise<void>) => (flags: Flags) => Promise<void>;
+  io: Io;
+}
 
 /**
  * The one door into the IdP for `platform admin`: its admin API (`/admin/api/…`) over HTTP with a platform

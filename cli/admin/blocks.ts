@@ -1,7 +1,5 @@
-import type { Command } from 'commander';
 import { CliError } from '../client/errors.ts';
-import type { Io } from '../client/io.ts';
-import type { AdminApi } from './api.ts';
+import type { AdminCommandKit } from './api.ts';
 
 // `platform admin block | unblock --email E`: a blocked user gets no code, device approval, refresh or userinfo
 // answer, and is cut at every gateway like revoke-user. Requests to /admin/api/block and /admin/api/unblock.
@@ -9,12 +7,6 @@ import type { AdminApi } from './api.ts';
 interface Flags {
   email?: string;
   json?: boolean;
-}
-
-export interface BlockCommandKit {
-  command: (name: string, description: string) => Command;
-  act: (fn: (api: AdminApi, flags: Flags) => Promise<void>) => (flags: Flags) => Promise<void>;
-  io: Io;
 }
 
 interface BlockAnswer {
@@ -34,30 +26,32 @@ function email(flags: Flags): string {
   return v;
 }
 
-export function registerBlockCommands({ command, act, io }: BlockCommandKit): void {
-  command('block', 'block a user: revoke-user, and no new code, device approval, refresh or userinfo answer')
-    .requiredOption('--email <email>', 'the user')
-    .option('--json', 'print the API answer as JSON')
-    .action(
-      act(async (api, flags) => {
-        const r = await api.json<BlockAnswer>('POST', 'block', { body: { email: email(flags) } });
-        if (flags.json) return io.out(JSON.stringify(r, null, 2));
-        io.out(
-          `blocked ${r.email}${r.created ? '' : ' (was blocked already)'}: tokens issued at or before ` +
-            `${new Date((r.cutoff ?? 0) * 1000).toISOString()} are refused; ${r.refresh_families} sign-in(s) and ` +
-            `${r.codes} code(s) revoked; no new sign-in until unblocked`,
-        );
-      }),
-    );
+export function registerBlockCommands({ command, act, io }: AdminCommandKit<Flags>): void {
+  const byEmail = (name: string, description: string) =>
+    command(name, description)
+      .requiredOption('--email <email>', 'the user')
+      .option('--json', 'print the API answer as JSON');
 
-  command('unblock', 'let a blocked user sign in again (tokens revoked by the block stay revoked)')
-    .requiredOption('--email <email>', 'the user')
-    .option('--json', 'print the API answer as JSON')
-    .action(
-      act(async (api, flags) => {
-        const r = await api.json<BlockAnswer>('POST', 'unblock', { body: { email: email(flags) } });
-        if (flags.json) return io.out(JSON.stringify(r, null, 2));
-        io.out(r.removed ? `unblocked ${r.email}: the user may sign in again` : `${r.email} was not blocked`);
-      }),
-    );
+  byEmail(
+    'block',
+    'block a user: revoke-user, and no new code, device approval, refresh or userinfo answer',
+  ).action(
+    act(async (api, flags) => {
+      const r = await api.json<BlockAnswer>('POST', 'block', { body: { email: email(flags) } });
+      if (flags.json) return io.out(JSON.stringify(r, null, 2));
+      io.out(
+        `blocked ${r.email}${r.created ? '' : ' (was blocked already)'}: tokens issued at or before ` +
+          `${new Date((r.cutoff ?? 0) * 1000).toISOString()} are refused; ${r.refresh_families} sign-in(s) and ` +
+          `${r.codes} code(s) revoked; no new sign-in until unblocked`,
+      );
+    }),
+  );
+
+  byEmail('unblock', 'let a blocked user sign in again (tokens revoked by the block stay revoked)').action(
+    act(async (api, flags) => {
+      const r = await api.json<BlockAnswer>('POST', 'unblock', { body: { email: email(flags) } });
+      if (flags.json) return io.out(JSON.stringify(r, null, 2));
+      io.out(r.removed ? `unblocked ${r.email}: the user may sign in again` : `${r.email} was not blocked`);
+    }),
+  );
 }

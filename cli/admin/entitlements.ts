@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { CliError } from '../client/errors.ts';
-import type { Io } from '../client/io.ts';
-import type { AdminApi } from './api.ts';
+import type { AdminCommandKit } from './api.ts';
 import { table } from './format.ts';
 
 // `platform admin grant | ungrant | entitlements`: who may get a token for which service, when the IdP runs
@@ -14,12 +13,6 @@ interface Flags {
   json?: boolean;
 }
 
-export interface EntitlementCommandKit {
-  command: (name: string, description: string) => Command;
-  act: (fn: (api: AdminApi, flags: Flags) => Promise<void>) => (flags: Flags) => Promise<void>;
-  io: Io;
-}
-
 interface GrantAnswer {
   service: string;
   email?: string;
@@ -30,7 +23,7 @@ interface GrantAnswer {
   subjects?: string[];
 }
 
-export function registerEntitlementCommands({ command, act, io }: EntitlementCommandKit): void {
+export function registerEntitlementCommands({ command, act, io }: AdminCommandKit<Flags>): void {
   const grantee = (c: Command) =>
     c
       .requiredOption('--service <name>', 'the service (one of the IdP’s PLATFORM_SERVICES)')

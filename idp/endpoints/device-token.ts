@@ -1,8 +1,9 @@
 import type { Logger } from '../../lib/logger.ts';
 import type { IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
+import { scopeAtIssuance } from '../entitlements/entitlements.ts';
 import { InvalidGrantError, InvalidRequestError, OAuthError } from '../errors.ts';
-import { adminPowers, entitledScope, withinPowers } from '../scopes.ts';
+import { adminPowers, withinPowers } from '../scopes.ts';
 import type { Grant } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
@@ -31,13 +32,7 @@ export async function deviceCodeGrant(
     const outcome = await ctx.deviceCodes.poll(tx, hash, clientId);
     if (outcome.kind !== 'approved') return { outcome };
     const a = outcome.approval;
-    const scope =
-      ctx.entitlements.mode === 'managed'
-        ? entitledScope(
-            a.grantedScope,
-            await ctx.entitlements.services({ userId: a.userId, email: a.email }, tx),
-          )
-        : a.grantedScope;
+    const scope = await scopeAtIssuance(ctx.entitlements, a.grantedScope, a, tx);
     const grant: Grant = {
       familyId: outcome.familyId,
       userId: a.userId,

@@ -5,7 +5,7 @@ import { authenticateClient } from '../client-auth/index.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
-import type { EntitlementUser } from '../entitlements/entitlements.ts';
+import { type EntitlementUser, scopeAtIssuance } from '../entitlements/entitlements.ts';
 import {
   InvalidGrantError,
   InvalidRequestError,
@@ -126,14 +126,7 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
     if (expected.length !== challenge.length || !timingSafeEqual(challenge, expected))
       return refused('code_verifier does not match the code_challenge');
     if (rec.blocked) return refused('the user is blocked');
-    // Managed entitlements: the grants current now (a grant withdrawn since the authorization request is left out).
-    const scope =
-      ctx.entitlements.mode === 'managed'
-        ? entitledScope(
-            rec.scope,
-            await ctx.entitlements.services({ userId: rec.userId, email: rec.email }, tx),
-          )
-        : rec.scope;
+    const scope = await scopeAtIssuance(ctx.entitlements, rec.scope, rec, tx);
     const grant: Grant = {
       familyId: rec.familyId,
       userId: rec.userId,

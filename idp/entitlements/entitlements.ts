@@ -1,6 +1,7 @@
 import { ident, type Pool } from '../../lib/db.ts';
 import type { IdpConfig } from '../config.ts';
 import type { RevocationService } from '../revocation.ts';
+import { entitledScope } from '../scopes.ts';
 import type { Queryable } from '../store/transaction.ts';
 import type { RoleSource } from './roles.ts';
 
@@ -59,6 +60,21 @@ export interface Entitlements {
 }
 
 /** Cuts a user's live tokens: the subject cut-off and, where the revocation service has it, the email's. */
+/**
+ * The scope an approval (authorization code, device code) is exchanged for: in managed mode without the
+ * `mcp:` services the user is not entitled to now (a grant withdrawn since the approval is left out); in open
+ * mode the approved scope. The grant rows are read in the issuance's transaction (`services` with `tx`).
+ */
+export async function scopeAtIssuance(
+  entitlements: Entitlements,
+  approved: string,
+  user: EntitlementUser,
+  tx: Queryable,
+): Promise<string> {
+  if (entitlements.mode !== 'managed') return approved;
+  return entitledScope(approved, await entitlements.services(user, tx));
+}
+
 export type CutOff = (subject: string, email: string, cutoff: number) => Promise<void>;
 
 export interface EntitlementsOptions {

@@ -2,34 +2,10 @@
 // polls, a signed-in person opens the verification page and answers its form.
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { answerConsent, postForm, sessionCookieName } from './oauth.ts';
+import { answerConsent, type DeviceStart, sessionCookieName } from './oauth.ts';
 
-export const DEVICE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
-
-export interface DeviceStart {
-  device_code: string;
-  user_code: string;
-  verification_uri: string;
-  verification_uri_complete: string;
-  expires_in: number;
-  interval: number;
-}
-
-/** POST /oauth/device_authorization; throws unless it answers 200. */
-export async function startDeviceFlow(issuer: string, form: Record<string, string>): Promise<DeviceStart> {
-  const r = await postForm(`${issuer}/oauth/device_authorization`, form);
-  if (r.status !== 200) throw new Error(`device authorization failed: ${r.status} ${r.text}`);
-  return r.json as unknown as DeviceStart;
-}
-
-/** One poll of the token endpoint with the device code. */
-export function pollDevice(issuer: string, deviceCode: string, clientId = 'platform-cli') {
-  return postForm(`${issuer}/oauth/token`, {
-    grant_type: DEVICE_GRANT,
-    device_code: deviceCode,
-    client_id: clientId,
-  });
-}
+// Starting the flow and polling are test/helpers/oauth.ts's (the sign-in helpers use them too).
+export { DEVICE_GRANT, type DeviceStart, pollDevice, startDevice } from './oauth.ts';
 
 /** Lets the next poll through without waiting out the interval (the clock, not the rule, is moved). */
 export function skipPollInterval(pool: pg.Pool, deviceCode: string) {

@@ -2,6 +2,7 @@
 // what the revocation, entitlement and block tests drive. The IdP's token limit is raised so that refresh loops
 // measure the rules, not the rate limiter.
 import { decodeJwt } from 'jose';
+import { expect } from 'vitest';
 import {
   call,
   errorOf,
@@ -100,6 +101,22 @@ export async function startSecurityStack(o: {
       await db.drop();
     },
   };
+}
+
+/** A new user granted each of `services` by email (a stack started with PLATFORM_ENTITLEMENTS=managed). */
+export async function grantedUser(stack: SecurityStack, services: readonly string[]): Promise<SeededUser> {
+  const u = await seedUser(stack.db.pool);
+  for (const service of services)
+    expect(
+      (await stack.adminApi('POST', '/admin/api/entitlements', { service, email: u.email })).status,
+    ).toBe(200);
+  return u;
+}
+
+/** Withdraws `service` from the user's email (admin API). */
+export async function ungrant(stack: SecurityStack, service: string, email: string): Promise<void> {
+  const q = new URLSearchParams({ service, email });
+  expect((await stack.adminApi('DELETE', `/admin/api/entitlements?${q}`)).status).toBe(200);
 }
 
 /** What a refresh loop obtained: every access token, and the refresh token it holds last. */

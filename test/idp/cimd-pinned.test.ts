@@ -6,54 +6,37 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { describe, expect, inject, it } from 'vitest';
+import { idpWithUser } from '../helpers/idp-with-user.ts';
 import { authorizeRequest, exchangeCode } from '../helpers/oauth.ts';
-import { type IdpProcess, startIdpProcess, startPlatform, testSigningKeyPem } from '../helpers/processes.ts';
+import { startPlatform, testSigningKeyPem } from '../helpers/processes.ts';
 
 const PINNED = fileURLToPath(new URL('../../deploy/cimd-pinned/', import.meta.url));
 const CLAUDE_CODE = 'https://claude.ai/oauth/claude-code-client-metadata';
-let db: TestDatabase;
-let idp: IdpProcess;
-let user: SeededUser;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  // Every host refused: a fetch of a pinned document would fail, so success proves none was made.
-  idp = await startIdpProcess({
-    databaseUrl: db.url,
-    redisUrl: inject('redisUrl'),
-    env: { PLATFORM_CIMD_PINNED_DIR: PINNED, PLATFORM_CIMD_ALLOWED_HOSTS: 'nothing.invalid' },
-  });
-  user = await seedUser(db.pool);
-}, 60_000);
-
-afterAll(async () => {
-  await idp?.stop();
-  await db?.drop();
-});
+// Every host refused: a fetch of a pinned document would fail, so success proves none was made.
+const f = idpWithUser({ PLATFORM_CIMD_PINNED_DIR: PINNED, PLATFORM_CIMD_ALLOWED_HOSTS: 'nothing.invalid' });
 
 describe('pinned documents', () => {
   it("Claude Code's pinned document: an ephemeral localhost port, consent, code and token, no fetch", async () => {
     // https://github.com/anthropics/claude-code/issues/56557: http://localhost:<ephemeral>/callback at run time.
     const redirect = 'http://localhost:41234/callback';
     const r = await authorizeRequest({
-      issuer: idp.issuer,
-      sessionToken: user.sessionToken,
+      issuer: f.idp.issuer,
+      sessionToken: f.user.sessionToken,
       consent: 'approve',
       params: { client_id: CLAUDE_CODE, redirect_uri: redirect, scope: 'openid mcp:platform offline_access' },
     });
     expect(r.consentShown).toBe(true);
     expect(r.status, r.body).toBe(302);
     const code = r.location!.searchParams.get('code')!;
-    const t = await exchangeCode(idp.url, {
+    const t = await exchangeCode(f.idp.url, {
       code,
       verifier: r.verifier,
       redirectUri: redirect,
       clientId: CLAUDE_CODE,
     });
     expect(t.status, t.text).toBe(200);
-    expect(idp.output()).not.toContain('client metadata document fetched');
+    expect(f.idp.output()).not.toContain('client metadata document fetched');
   });
 
   it('a malformed file stops start-up with one line naming it', async () => {
@@ -67,7 +50,7 @@ describe('pinned documents', () => {
       PLATFORM_OIDC_ISSUER: 'http://127.0.0.1:1',
       PLATFORM_OIDC_PRIVATE_KEY: testSigningKeyPem(),
       PLATFORM_AUDIENCE: 'https://platform.test/api',
-      DATABASE_URL: db.url,
+      DATABASE_URL: f.db.url,
       REDIS_URL: inject('redisUrl'),
       PLATFORM_CIMD_PINNED_DIR: dir,
     });

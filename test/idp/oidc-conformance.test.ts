@@ -152,6 +152,89 @@ function decodedHeader(jwt: string): Record<string, unknown> {
   return JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()) as Record<string, unknown>;
 }
 
+/** The provider's signing keys, as jwks_uri serves them. */
+async function serverKeys(): Promise<Array<Record<string, unknown>>> {
+  return ((await (await fetch(as.jwks_uri!)).json()) as { keys: Array<Record<string, unknown>> }).keys;
+}
+
+/** The error validateAuthResponse raises for the authorization's callback (undefined if it accepts it). */
+function authResponseError(a: Authorization): unknown {
+  try {
+    oauth.validateAuthResponse(as, client, callbackOf(a), a.state);
+  } catch (e) {
+    return e;
+  }
+}
+
+/** The authorization ended on the provider's error page, with no redirect. */
+function errorPage(a: Authorization): Extract<BrowserOutcome, { kind: 'page' }> {
+  expect(a.outcome.kind).toBe('page');
+  const page = a.outcome as Extract<BrowserOutcome, { kind: 'page' }>;
+  expect(page.status).toBe(400);
+  expect(page.headers.get('location')).toBeNull();
+  return page;
+}
+
+/** The flow's code presented again, as the suite's code reuse modules do. */
+function replayCode(flow: CodeFlow): Promise<Response> {
+  return oauth.authorizationCodeGrantRequest(
+    as,
+    client,
+    oauth.None(),
+    flow.callback,
+    REDIRECT,
+    flow.authorization.verifier,
+  );
+}
+
+/** A refresh request from the conformance client. */
+function refreshRequest(
+  refreshToken: string,
+  options?: oauth.TokenEndpointRequestOptions,
+): Promise<Response> {
+  return oauth.refreshTokenGrantRequest(as, client, oauth.None(), refreshToken, options);
+}
+
+/** userinfo with the flow's access token, validated (its sub is the id_token's). */
+async function userInfoOf(flow: CodeFlow): Promise<oauth.UserInfoResponse> {
+  const res = await oauth.userInfoRequest(as, client, flow.tokens.access_token);
+  return oauth.processUserInfoResponse(as, client, flow.claims.sub, res);
+}
+
+interface TwoAuthorizations {
+  browser: Browser;
+  first: CodeFlow;
+  second: CodeFlow;
+}
+
+/**
+ * The suite's second-authorization modules: in one new browser a first code flow, then a second with `params`.
+ * `signedInBefore` (seconds) moves the sign-in back and makes the first flow again before the second.
+ */
+function twoAuthorizations(
+  params: (first: CodeFlow) => Record<string, string | undefined>,
+  o: { maxAge?: number; signedInBefore?: number } = {},
+): TwoAuthorizations {
+  const t = {} as TwoAuthorizations;
+  beforeAll(async () => {
+    t.browser = await newBrowser();
+    t.first = await codeFlow(t.browser);
+    if (o.signedInBefore !== undefined) {
+      await signedInAgo(t.browser, o.signedInBefore);
+      t.first = await codeFlow(t.browser);
+    }
+    t.second = await codeFlow(t.browser, params(t.first), { maxAge: o.maxAge });
+  });
+  return t;
+}
+
+/** The `it` every second-authorization module has. */
+function itKeepsTheSubject(t: TwoAuthorizations): void {
+  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
+    expect(t.second.claims.sub).toBe(t.first.claims.sub);
+  });
+}
+
 // ───────────────────────────────────────── oidcc-config plan ─────────────────────────────────────────
 
 describe('oidcc-discovery-endpoint-verification', () => {
@@ -219,8 +302,7 @@ describe('oidcc-discovery-endpoint-verification', () => {
     expect(new Set(keys.map((k) => k.kid)).size).toBe(keys.length);
   });
   it('EnsureServerJwksDoesNotContainPrivateOrSymmetricKeys', async () => {
-    const { keys } = (await (await fetch(as.jwks_uri!)).json()) as { keys: Array<Record<string, unknown>> };
-    for (const k of keys) {
+    for (const k of await serverKeys()) {
       expect(k.kty).not.toBe('oct');
       for (const p of ['d', 'p', 'q', 'dp', 'dq', 'qi', 'k']) expect(k).not.toHaveProperty(p);
     }
@@ -376,8 +458,7 @@ describe('oidcc-idtoken-signature', () => {
   });
   it('EnsureIdTokenContainsKid', async () => {
     const kid = decodedHeader(flow.tokens.id_token!).kid;
-    const { keys } = (await (await fetch(as.jwks_uri!)).json()) as { keys: Array<{ kid: string }> };
-    expect(keys.map((k) => k.kid)).toContain(kid);
+    expect((await serverKeys()).map((k) => k.kid)).toContain(kid);
   });
   it('EnsureIdTokenSignatureIsRS256', () => {
     expect(decodedHeader(flow.tokens.id_token!).alg).toBe('RS256');
@@ -487,14 +568,7 @@ describe('oidcc-codereuse', () => {
   let again: Response;
   beforeAll(async () => {
     first = await codeFlow(await newBrowser());
-    again = await oauth.authorizationCodeGrantRequest(
-      as,
-      client,
-      oauth.None(),
-      first.callback,
-      REDIRECT,
-      first.authorization.verifier,
-    );
+    again = await replayCode(first);
   });
   it('CheckTokenEndpointHttpStatus400', () => {
     expect(again.status).toBe(400);
@@ -526,38 +600,24 @@ describe('oidcc-codereuse-30seconds', () => {
   it('CheckErrorFromTokenEndpointResponseErrorInvalidGrant, CallProtectedResourceWithBearerTokenExpectingError (RFC 6749 §4.1.2: the replay revokes what the code issued)', async () => {
     const first = await codeFlow(await newBrowser());
     expect((await oauth.userInfoRequest(as, client, first.tokens.access_token)).status).toBe(200);
-    const again = await oauth.authorizationCodeGrantRequest(
-      as,
-      client,
-      oauth.None(),
-      first.callback,
-      REDIRECT,
-      first.authorization.verifier,
-    );
+    const again = await replayCode(first);
     expect(again.status).toBe(400);
     expect(((await again.json()) as { error: string }).error).toBe('invalid_grant');
     const after = await oauth.userInfoRequest(as, client, first.tokens.access_token);
     expect(after.status).toBe(401);
     expect(after.headers.get('www-authenticate')).toMatch(/^Bearer\b.*error="invalid_token"/);
-    const refreshed = await oauth.refreshTokenGrantRequest(
-      as,
-      client,
-      oauth.None(),
-      first.tokens.refresh_token!,
-    );
+    const refreshed = await refreshRequest(first.tokens.refresh_token!);
     expect(refreshed.status).toBe(400);
   });
 });
 
 describe('oidcc-ensure-registered-redirect-uri', () => {
   it('ExpectRedirectUriErrorPage (an unregistered redirect_uri: an error page, no redirect)', async () => {
-    const a = await authorize(await newBrowser(), {
-      redirect_uri: `https://unregistered.example/${oauth.generateRandomState()}`,
-    });
-    expect(a.outcome.kind).toBe('page');
-    const page = a.outcome as Extract<BrowserOutcome, { kind: 'page' }>;
-    expect(page.status).toBe(400);
-    expect(page.headers.get('location')).toBeNull();
+    const page = errorPage(
+      await authorize(await newBrowser(), {
+        redirect_uri: `https://unregistered.example/${oauth.generateRandomState()}`,
+      }),
+    );
     expect(page.headers.get('content-type')).toMatch(/^text\/html\b/);
     expect(page.body).toContain('redirect_uri');
   });
@@ -565,11 +625,7 @@ describe('oidcc-ensure-registered-redirect-uri', () => {
 
 describe('oidcc-ensure-redirect-uri-in-authorization-request', () => {
   it('ExpectRedirectUriMissingErrorPage (no redirect_uri: an error page, no redirect)', async () => {
-    const a = await authorize(await newBrowser(), { redirect_uri: undefined });
-    expect(a.outcome.kind).toBe('page');
-    const page = a.outcome as Extract<BrowserOutcome, { kind: 'page' }>;
-    expect(page.status).toBe(400);
-    expect(page.headers.get('location')).toBeNull();
+    const page = errorPage(await authorize(await newBrowser(), { redirect_uri: undefined }));
     expect(page.body).toContain('redirect_uri is missing');
   });
 });
@@ -591,12 +647,7 @@ describe('oidcc-prompt-none-not-logged-in', () => {
     expect(cb.searchParams.get('code')).toBeNull();
   });
   it('CheckErrorFromAuthorizationEndpointIsOneThatRequiredAUserInterface (validateAuthResponse raises it)', () => {
-    let err: unknown;
-    try {
-      oauth.validateAuthResponse(as, client, callbackOf(a), a.state);
-    } catch (e) {
-      err = e;
-    }
+    const err = authResponseError(a);
     expect(err).toBeInstanceOf(oauth.AuthorizationResponseError);
     expect([
       'login_required',
@@ -608,96 +659,58 @@ describe('oidcc-prompt-none-not-logged-in', () => {
 });
 
 describe('oidcc-prompt-none-logged-in', () => {
-  let first: CodeFlow;
-  let second: CodeFlow;
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await newBrowser();
-    first = await codeFlow(browser);
-    second = await codeFlow(browser, { prompt: 'none' });
-  });
+  const t = twoAuthorizations(() => ({ prompt: 'none' }));
   it('CheckIdTokenAuthTimeClaimsSameIfPresent', () => {
-    expect(first.claims.auth_time).toBeTypeOf('number');
-    expect(second.claims.auth_time).toBe(first.claims.auth_time);
+    expect(t.first.claims.auth_time).toBeTypeOf('number');
+    expect(t.second.claims.auth_time).toBe(t.first.claims.auth_time);
   });
-  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
-    expect(second.claims.sub).toBe(first.claims.sub);
-  });
+  itKeepsTheSubject(t);
   it('the second authorization did not ask the user to sign in', () => {
-    expect(browser.signInPages).toHaveLength(1);
+    expect(t.browser.signInPages).toHaveLength(1);
   });
 });
 
 describe('oidcc-prompt-login', () => {
-  let first: CodeFlow;
-  let second: CodeFlow;
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await newBrowser();
-    first = await codeFlow(browser);
-    // the user signed in a minute before the first authorization's id_token (the suite's user takes seconds)
-    await signedInAgo(browser, 60);
-    first = await codeFlow(browser);
-    second = await codeFlow(browser, { prompt: 'login' });
-  });
+  // the user signed in a minute before the first authorization's id_token (the suite's user takes seconds)
+  const t = twoAuthorizations(() => ({ prompt: 'login' }), { signedInBefore: 60 });
   it('ExpectSecondLoginPage (prompt=login sends the signed-in browser to the sign-in page again)', () => {
-    expect(browser.signInPages).toHaveLength(2);
-    const again = browser.signInPages[1]!;
+    expect(t.browser.signInPages).toHaveLength(2);
+    const again = t.browser.signInPages[1]!;
     expect(`${again.origin}${again.pathname}`).toBe(`${https.issuer}/api/auth/signin`);
     expect(new URL(again.searchParams.get('callbackUrl')!).searchParams.get('prompt')).toBe('login');
   });
   it('CheckIdTokenAuthTimeClaimsDifferIfPresent', () => {
-    expect(second.claims.auth_time).toBeTypeOf('number');
-    expect(second.claims.auth_time).not.toBe(first.claims.auth_time);
-    expect(second.claims.auth_time!).toBeGreaterThan(first.claims.auth_time!);
+    expect(t.second.claims.auth_time).toBeTypeOf('number');
+    expect(t.second.claims.auth_time).not.toBe(t.first.claims.auth_time);
+    expect(t.second.claims.auth_time!).toBeGreaterThan(t.first.claims.auth_time!);
   });
-  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
-    expect(second.claims.sub).toBe(first.claims.sub);
-  });
+  itKeepsTheSubject(t);
 });
 
 describe('oidcc-max-age-1', () => {
-  let first: CodeFlow;
-  let second: CodeFlow;
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await newBrowser();
-    first = await codeFlow(browser);
-    await signedInAgo(browser, 2); // WaitFor2Seconds
-    first = await codeFlow(browser);
-    second = await codeFlow(browser, { max_age: '1' }, { maxAge: 1 });
-  });
+  const t = twoAuthorizations(() => ({ max_age: '1' }), { maxAge: 1, signedInBefore: 2 }); // WaitFor2Seconds
   it('ExpectSecondLoginPage', () => {
-    expect(browser.signInPages).toHaveLength(2);
+    expect(t.browser.signInPages).toHaveLength(2);
   });
   it('CheckIdTokenAuthTimeClaimPresentDueToMaxAge', () => {
-    expect(second.claims.auth_time).toBeTypeOf('number');
+    expect(t.second.claims.auth_time).toBeTypeOf('number');
   });
   it('CheckSecondIdTokenAuthTimeIsLaterIfPresent', () => {
-    expect(second.claims.auth_time!).toBeGreaterThan(first.claims.auth_time!);
+    expect(t.second.claims.auth_time!).toBeGreaterThan(t.first.claims.auth_time!);
   });
   it('CheckIdTokenAuthTimeIsRecentIfPresent (processAuthorizationCodeResponse with maxAge 1)', () => {
-    expect(Math.floor(Date.now() / 1000) - second.claims.auth_time!).toBeLessThanOrEqual(1 + 30);
+    expect(Math.floor(Date.now() / 1000) - t.second.claims.auth_time!).toBeLessThanOrEqual(1 + 30);
   });
 });
 
 describe('oidcc-max-age-10000', () => {
-  let first: CodeFlow;
-  let second: CodeFlow;
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await newBrowser();
-    first = await codeFlow(browser);
-    second = await codeFlow(browser, { max_age: '10000' }, { maxAge: 10000 });
-  });
+  const t = twoAuthorizations(() => ({ max_age: '10000' }), { maxAge: 10000 });
   it('CheckIdTokenAuthTimeClaimsSameIfPresent', () => {
-    expect(second.claims.auth_time).toBe(first.claims.auth_time);
+    expect(t.second.claims.auth_time).toBe(t.first.claims.auth_time);
   });
-  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
-    expect(second.claims.sub).toBe(first.claims.sub);
-  });
+  itKeepsTheSubject(t);
   it('no second login page (the sign-in is known and within max_age)', () => {
-    expect(browser.signInPages).toHaveLength(1);
+    expect(t.browser.signInPages).toHaveLength(1);
   });
 });
 
@@ -712,15 +725,9 @@ describe('oidcc-refresh-token', () => {
     browser = await newBrowser();
     first = await codeFlow(browser);
     await nextSecondAfter(first.claims.iat); // WaitForOneSecond
-    refreshResponse = await oauth.refreshTokenGrantRequest(
-      as,
-      client,
-      oauth.None(),
-      first.tokens.refresh_token!,
-      {
-        additionalParameters: { scope: SCOPE }, // AddScopeToTokenEndpointRequest
-      },
-    );
+    refreshResponse = await refreshRequest(first.tokens.refresh_token!, {
+      additionalParameters: { scope: SCOPE }, // AddScopeToTokenEndpointRequest
+    });
     refreshed = await oauth.processRefreshTokenResponse(as, client, refreshResponse);
     client2 = await registerPublicClient('OIDC conformance second client');
     client2Tokens = await codeFlow(browser, {}, { c: client2 });
@@ -773,12 +780,7 @@ describe('oidcc-refresh-token', () => {
     );
   });
   it("RefreshTokenRequestExpectingErrorSteps (the second client's refresh token presented by the first: invalid_grant)", async () => {
-    const res = await oauth.refreshTokenGrantRequest(
-      as,
-      client,
-      oauth.None(),
-      client2Tokens.tokens.refresh_token!,
-    );
+    const res = await refreshRequest(client2Tokens.tokens.refresh_token!);
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toMatch(/^application\/json\b/);
     const err = await oauth.processRefreshTokenResponse(as, client, res).catch((e: unknown) => e);
@@ -820,13 +822,7 @@ describe('oidcc-response-type-missing', () => {
     expect(cb.searchParams.get('code')).toBeNull();
   });
   it('CheckErrorFromAuthorizationEndpointErrorInvalidRequestOrUnsupportedResponseType', () => {
-    const err = (() => {
-      try {
-        oauth.validateAuthResponse(as, client, callbackOf(a), a.state);
-      } catch (e) {
-        return e;
-      }
-    })();
+    const err = authResponseError(a);
     expect(err).toBeInstanceOf(oauth.AuthorizationResponseError);
     expect(['invalid_request', 'unsupported_response_type']).toContain(
       (err as oauth.AuthorizationResponseError).error,
@@ -835,23 +831,14 @@ describe('oidcc-response-type-missing', () => {
 });
 
 describe('oidcc-id-token-hint', () => {
-  let first: CodeFlow;
-  let second: CodeFlow;
-  let browser: Browser;
-  beforeAll(async () => {
-    browser = await newBrowser();
-    first = await codeFlow(browser);
-    // AddPromptNoneToAuthorizationEndpointRequest, AddIdTokenHintFromFirstLoginToAuthorizationEndpointRequest
-    second = await codeFlow(browser, { prompt: 'none', id_token_hint: first.tokens.id_token });
-  });
+  // AddPromptNoneToAuthorizationEndpointRequest, AddIdTokenHintFromFirstLoginToAuthorizationEndpointRequest
+  const t = twoAuthorizations((first) => ({ prompt: 'none', id_token_hint: first.tokens.id_token }));
   it('CheckIdTokenAuthTimeClaimsSameIfPresent', () => {
-    expect(second.claims.auth_time).toBe(first.claims.auth_time);
+    expect(t.second.claims.auth_time).toBe(t.first.claims.auth_time);
   });
-  it('CheckIdTokenSubConsistentForSecondAuthorization', () => {
-    expect(second.claims.sub).toBe(first.claims.sub);
-  });
+  itKeepsTheSubject(t);
   it('the second authorization did not interact with the user', () => {
-    expect(browser.signInPages).toHaveLength(1);
+    expect(t.browser.signInPages).toHaveLength(1);
   });
 });
 
@@ -866,8 +853,7 @@ describe.each([
   let info: oauth.UserInfoResponse;
   beforeAll(async () => {
     flow = await codeFlow(await newBrowser(), { scope });
-    const res = await oauth.userInfoRequest(as, client, flow.tokens.access_token);
-    info = await oauth.processUserInfoResponse(as, client, flow.claims.sub, res);
+    info = await userInfoOf(flow);
   });
   it('OIDCCCheckScopesSupportedContainScopeTest (the module runs: its scopes are in scopes_supported)', () => {
     for (const s of scope.split(' ')) expect(as.scopes_supported).toContain(s);
@@ -898,8 +884,7 @@ describe('oidcc-claims-essential', () => {
     flow = await codeFlow(await newBrowser(), {
       claims: JSON.stringify({ userinfo: { name: { essential: true } } }),
     });
-    const res = await oauth.userInfoRequest(as, client, flow.tokens.access_token);
-    info = await oauth.processUserInfoResponse(as, client, flow.claims.sub, res);
+    info = await userInfoOf(flow);
   });
   it('CheckIfAuthorizationEndpointError, CheckIfTokenEndpointResponseError (the request with claims succeeds)', () => {
     expect(flow.tokens.access_token).toBeTruthy();

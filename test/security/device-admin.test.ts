@@ -19,7 +19,7 @@ import {
   pageScopes,
   pollDevice,
   skipPollInterval,
-  startDeviceFlow,
+  startDevice,
 } from '../helpers/device.ts';
 import { refresh, signIn } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
@@ -56,7 +56,7 @@ const adminApi = (token: string) =>
 
 /** The attacker's device flow, approved by the administrator on the page. */
 async function phished(): Promise<DeviceStart> {
-  const d = await startDeviceFlow(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
+  const d = await startDevice(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
   const answer = await answerDevicePage(idp.issuer, d, admin.sessionToken, 'approve');
   expect(answer.status, answer.body).toBe(200);
   expect(answer.body).toContain('Device connected');
@@ -72,7 +72,7 @@ async function exchange(d: DeviceStart) {
 
 describe('an attacker phishes an administrator with a platform-cli device code asking for platform:admin', () => {
   it('the page names every scope the device will receive in words, and what it asked for and will not get', async () => {
-    const d = await startDeviceFlow(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
+    const d = await startDevice(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
     const page = await openDevicePage(idp.issuer, d.verification_uri_complete, admin.sessionToken);
     expect(page.status).toBe(200);
     const { granted, withheld } = pageScopes(page.body);
@@ -141,7 +141,7 @@ describe('an attacker phishes an administrator with a platform-cli device code a
 
 describe('in Chromium', () => {
   it('the verification page reads every scope in words, the left-out powers struck through; Allow connects', async () => {
-    const d = await startDeviceFlow(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
+    const d = await startDevice(idp.issuer, { client_id: 'platform-cli', scope: ATTACK_SCOPE });
     const context = await browser.newContext({ viewport: { width: 900, height: 1000 } });
     try {
       await context.addCookies([{ name: 'authjs.session-token', value: admin.sessionToken, url: idp.url }]);

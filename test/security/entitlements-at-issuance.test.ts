@@ -4,7 +4,7 @@
 // sign-in refreshes — none of the tokens carries the service, and the gateway refuses it for that service.
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type SeededUser, seedUser } from '../helpers/database.ts';
+import type { SeededUser } from '../helpers/database.ts';
 import {
   answerDevice,
   exchangeCode,
@@ -14,7 +14,7 @@ import {
   signIn,
   startDevice,
 } from '../helpers/oauth.ts';
-import { type SecurityStack, startSecurityStack } from '../helpers/security-stack.ts';
+import { grantedUser, type SecurityStack, startSecurityStack, ungrant } from '../helpers/security-stack.ts';
 
 const SCOPE = 'openid email mcp:mail mcp:deals';
 let stack: SecurityStack;
@@ -30,19 +30,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function granted(): Promise<SeededUser> {
-  const u = await seedUser(stack.db.pool);
-  for (const service of ['mail', 'deals'])
-    expect(
-      (await stack.adminApi('POST', '/admin/api/entitlements', { service, email: u.email })).status,
-    ).toBe(200);
-  return u;
-}
-
-async function ungrantMail(u: SeededUser) {
-  const q = new URLSearchParams({ service: 'mail', email: u.email });
-  expect((await stack.adminApi('DELETE', `/admin/api/entitlements?${q}`)).status).toBe(200);
-}
+const granted = () => grantedUser(stack, ['mail', 'deals']);
+const ungrantMail = (u: SeededUser) => ungrant(stack, 'mail', u.email);
 
 /** The token response left mail out, and the gateway does not serve mail with the access token. */
 async function withoutMail(body: Record<string, unknown>) {

@@ -1,38 +1,20 @@
 // Redirect URIs (RFC 8252 §7.3, §8.3) with the exact forms real MCP clients register, each taken through the
 // whole flow (register → authorize on another port → consent approved → token), and the changes that must
 // never match: another path, another query, userinfo, a fragment, another loopback host.
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { isLoopbackRedirect, redirectUriMatches, redirectUriProblem } from '../../idp/redirect-uris.ts';
 import { registerClient } from '../helpers/clients.ts';
-import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { idpWithUser } from '../helpers/idp-with-user.ts';
 import { authorizeRequest, exchangeCode } from '../helpers/oauth.ts';
-import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
 const CURSOR = 'cursor://anysphere.cursor-retrieval/oauth/user-platform/callback';
 const CONNECTOR = 'https://claude.ai/api/mcp/auth_callback';
 
-let db: TestDatabase;
-let idp: IdpProcess;
-let user: SeededUser;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  idp = await startIdpProcess({
-    databaseUrl: db.url,
-    redisUrl: inject('redisUrl'),
-    env: { PLATFORM_ALLOWED_REDIRECT_URIS: `${CURSOR},${CONNECTOR}` },
-  });
-  user = await seedUser(db.pool);
-}, 60_000);
-
-afterAll(async () => {
-  await idp?.stop();
-  await db?.drop();
-});
+const f = idpWithUser({ PLATFORM_ALLOWED_REDIRECT_URIS: `${CURSOR},${CONNECTOR}` });
 
 /** Register with `registered`, authorize with `used`, approve consent, exchange the code. */
 async function fullFlow(o: { name: string; registered: string; used: string; applicationType?: string }) {
-  const reg = await registerClient(idp.url, {
+  const reg = await registerClient(f.idp.url, {
     client_name: o.name,
     redirect_uris: [o.registered],
     ...(o.applicationType ? { application_type: o.applicationType } : {}),
@@ -40,8 +22,8 @@ async function fullFlow(o: { name: string; registered: string; used: string; app
   expect(reg.status, JSON.stringify(reg.json)).toBe(201);
   const clientId = reg.json.client_id;
   const r = await authorizeRequest({
-    issuer: idp.issuer,
-    sessionToken: user.sessionToken,
+    issuer: f.idp.issuer,
+    sessionToken: f.user.sessionToken,
     consent: 'approve',
     params: { client_id: clientId, redirect_uri: o.used, scope: 'openid mcp:platform' },
   });
@@ -49,7 +31,7 @@ async function fullFlow(o: { name: string; registered: string; used: string; app
   expect(r.status, r.body).toBe(302);
   expect(r.location!.href.startsWith(o.used)).toBe(true);
   const code = r.location!.searchParams.get('code')!;
-  const t = await exchangeCode(idp.url, { code, verifier: r.verifier, redirectUri: o.used, clientId });
+  const t = await exchangeCode(f.idp.url, { code, verifier: r.verifier, redirectUri: o.used, clientId });
   expect(t.status, t.text).toBe(200);
   expect(t.json.access_token).toBeTruthy();
   return clientId;
@@ -57,8 +39,8 @@ async function fullFlow(o: { name: string; registered: string; used: string; app
 
 async function refusedAt(clientId: string, used: string) {
   const r = await authorizeRequest({
-    issuer: idp.issuer,
-    sessionToken: user.sessionToken,
+    issuer: f.idp.issuer,
+    sessionToken: f.user.sessionToken,
     params: { client_id: clientId, redirect_uri: used },
   });
   expect(r.status, used).toBe(400);
@@ -147,7 +129,7 @@ describe('application_type never refuses an allowed URI (issue 18); what is not 
   ];
   for (const [name, body] of accepted) {
     it(`${name} → 201`, async () => {
-      const r = await registerClient(idp.url, body);
+      const r = await registerClient(f.idp.url, body);
       expect(r.status, JSON.stringify(r.json)).toBe(201);
       expect(r.json.application_type).toBe(body.application_type);
     });
@@ -193,7 +175,7 @@ describe('application_type never refuses an allowed URI (issue 18); what is not 
   ];
   for (const [name, body, error] of cases) {
     it(`${name} → 400 ${error}`, async () => {
-      const r = await registerClient(idp.url, body);
+      const r = await registerClient(f.idp.url, body);
       expect(r.status).toBe(400);
       expect(r.json.error).toBe(error);
       expect(typeof r.json.error_description).toBe('string');

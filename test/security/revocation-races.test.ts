@@ -6,14 +6,16 @@
 import { createHash } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { type SeededUser, seedUser } from '../helpers/database.ts';
+import type { SeededUser } from '../helpers/database.ts';
 import { answerDevice, exchangeCode, obtainCode, pollDevice, signIn, startDevice } from '../helpers/oauth.ts';
 import {
   type Chain,
+  grantedUser,
   refreshLoop,
   type SecurityStack,
   startSecurityStack,
   survivors,
+  ungrant,
 } from '../helpers/security-stack.ts';
 
 const RUNS = 10;
@@ -35,14 +37,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A user granted mail and deals (managed entitlements). */
-async function victim(): Promise<SeededUser> {
-  const u = await seedUser(stack.db.pool);
-  for (const service of ['mail', 'deals']) {
-    const r = await stack.adminApi('POST', '/admin/api/entitlements', { service, email: u.email });
-    expect(r.status).toBe(200);
-  }
-  return u;
-}
+const victim = () => grantedUser(stack, ['mail', 'deals']);
 
 async function chainsOf(u: SeededUser, n: number): Promise<Chain[]> {
   return Promise.all(
@@ -79,6 +74,46 @@ const familyOf = async (refreshToken: string) =>
 
 const carries = (service: string) => (t: string) =>
   String(decodeJwt(t).scope).split(' ').includes(`mcp:${service}`);
+
+/**
+ * RUNS times, for a new victim: `prepare` readies the exchanges (codes, approved device codes), they all start and
+ * revoke-user lands as soon as the first answers. Those refused answer invalid_grant; whatever tokens the others
+ * got must all be dead afterwards.
+ */
+async function exchangesRaceRevokeUser(
+  prepare: (
+    u: SeededUser,
+  ) => Promise<Array<() => Promise<{ status: number; json: Record<string, unknown> }>>>,
+) {
+  const report: string[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    const u = await victim();
+    const exchanges = await prepare(u);
+    let first!: () => void;
+    const firstDone = new Promise<void>((r) => (first = r));
+    const answers = exchanges.map(async (exchange) => {
+      const r = await exchange();
+      first();
+      return r;
+    });
+    await firstDone;
+    expect((await stack.adminApi('POST', '/admin/api/revoke-user', { email: u.email })).status).toBe(200);
+    const chains: Chain[] = [];
+    for (const r of await Promise.all(answers)) {
+      if (r.status === 200)
+        chains.push({
+          accessTokens: [r.json.access_token as string],
+          latest: String(r.json.refresh_token),
+          refreshes: 0,
+        });
+      else expect(r.json.error).toBe('invalid_grant');
+    }
+    const left = await survivors(stack, chains);
+    report.push(`run ${run}: ${chains.length} issued before the revocation, ${left.length} survivors`);
+    expect(left, report.join('\n')).toEqual([]);
+  }
+  console.log(report.join('\n'));
+}
 
 describe('revocation wins every race', () => {
   it('revoke-user while 20 sign-ins refresh in tight loops: 0 surviving families, every access token refused', async () => {
@@ -122,15 +157,7 @@ describe('revocation wins every race', () => {
     for (let run = 0; run < RUNS; run++) {
       const u = await victim();
       const chains = await chainsOf(u, 10);
-      await raceLoops(
-        chains,
-        100,
-        async () => {
-          const q = new URLSearchParams({ service: 'mail', email: u.email });
-          expect((await stack.adminApi('DELETE', `/admin/api/entitlements?${q}`)).status).toBe(200);
-        },
-        300,
-      );
+      await raceLoops(chains, 100, () => ungrant(stack, 'mail', u.email), 300);
       // Refresh tokens stay valid (the client gets the narrowed scope); tokens carrying mail are all refused.
       expect(await survivors(stack, chains, { refreshes: 'kept', only: carries('mail') })).toEqual([]);
       for (const c of chains) expect(carries('mail')(c.accessTokens.at(-1)!)).toBe(false);
@@ -138,44 +165,18 @@ describe('revocation wins every race', () => {
   }, 120_000);
 
   it('revoke-user while 20 codes are being exchanged: no exchange yields a token any gateway accepts', async () => {
-    const report: string[] = [];
-    for (let run = 0; run < RUNS; run++) {
-      const u = await victim();
+    await exchangesRaceRevokeUser(async (u) => {
       const codes = await Promise.all(
         Array.from({ length: 20 }, () =>
           obtainCode({ issuer: stack.idp.issuer, sessionToken: u.sessionToken, params: { scope: SCOPE } }),
         ),
       );
-      let first!: () => void;
-      const firstDone = new Promise<void>((r) => (first = r));
-      const exchanges = codes.map(async (c) => {
-        const r = await exchangeCode(stack.idp.issuer, c);
-        first();
-        return r;
-      });
-      await firstDone;
-      expect((await stack.adminApi('POST', '/admin/api/revoke-user', { email: u.email })).status).toBe(200);
-      const chains: Chain[] = [];
-      for (const r of await Promise.all(exchanges)) {
-        if (r.status === 200)
-          chains.push({
-            accessTokens: [r.json.access_token as string],
-            latest: String(r.json.refresh_token),
-            refreshes: 0,
-          });
-        else expect(r.json.error).toBe('invalid_grant');
-      }
-      const left = await survivors(stack, chains);
-      report.push(`run ${run}: ${chains.length} issued before the revocation, ${left.length} survivors`);
-      expect(left, report.join('\n')).toEqual([]);
-    }
-    console.log(report.join('\n'));
+      return codes.map((c) => () => exchangeCode(stack.idp.issuer, c));
+    });
   }, 120_000);
 
   it('revoke-user while approved device codes are being exchanged: no exchange yields a token any gateway accepts', async () => {
-    const report: string[] = [];
-    for (let run = 0; run < RUNS; run++) {
-      const u = await victim();
+    await exchangesRaceRevokeUser(async (u) => {
       const devices = await Promise.all(
         Array.from({ length: 10 }, async () => {
           const d = await startDevice(stack.idp.issuer, { scope: SCOPE });
@@ -184,29 +185,7 @@ describe('revocation wins every race', () => {
           return d;
         }),
       );
-      let first!: () => void;
-      const firstDone = new Promise<void>((r) => (first = r));
-      const polls = devices.map(async (d) => {
-        const r = await pollDevice(stack.idp.issuer, d.device_code);
-        first();
-        return r;
-      });
-      await firstDone;
-      expect((await stack.adminApi('POST', '/admin/api/revoke-user', { email: u.email })).status).toBe(200);
-      const chains: Chain[] = [];
-      for (const r of await Promise.all(polls)) {
-        if (r.status === 200)
-          chains.push({
-            accessTokens: [r.json.access_token as string],
-            latest: String(r.json.refresh_token),
-            refreshes: 0,
-          });
-        else expect(r.json.error).toBe('invalid_grant');
-      }
-      const left = await survivors(stack, chains);
-      report.push(`run ${run}: ${chains.length} issued before the revocation, ${left.length} survivors`);
-      expect(left, report.join('\n')).toEqual([]);
-    }
-    console.log(report.join('\n'));
+      return devices.map((d) => () => pollDevice(stack.idp.issuer, d.device_code));
+    });
   }, 120_000);
 });

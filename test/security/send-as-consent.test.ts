@@ -19,7 +19,7 @@ import {
   pageScopes,
   pollDevice,
   skipPollInterval,
-  startDeviceFlow,
+  startDevice,
 } from '../helpers/device.ts';
 import { sendMailAs } from '../helpers/mail.ts';
 import { authorizeRequest, exchangeCode, pkcePair, signIn } from '../helpers/oauth.ts';
@@ -164,7 +164,7 @@ describe('the first-party platform-cli', () => {
   });
 
   it('a device-flow token never sends as others, whatever the device asked for', async () => {
-    const d = await startDeviceFlow(stack.idp.issuer, {
+    const d = await startDevice(stack.idp.issuer, {
       client_id: 'platform-cli',
       scope: 'openid email mcp:mail platform:admin mail:send_as',
     });
