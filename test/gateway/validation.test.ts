@@ -165,7 +165,15 @@ describe('public routes', () => {
   it('sends only the headers it means to (no framework extras such as vary or x-powered-by)', async () => {
     const m = await call(mail('/mail/.well-known/oauth-protected-resource'));
     const names = Object.keys(m.headers).sort();
-    expect(names).toEqual(['connection', 'content-length', 'content-type', 'date', 'x-request-id']);
+    // CORS on the metadata route (browser clients such as the MCP Inspector read it), nothing else added.
+    expect(names).toEqual([
+      'access-control-allow-origin',
+      'connection',
+      'content-length',
+      'content-type',
+      'date',
+      'x-request-id',
+    ]);
   });
 
   it('answers 404 with the error body for a path of no service', async () => {

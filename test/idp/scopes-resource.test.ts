@@ -142,7 +142,7 @@ describe('resource', () => {
         ['grant_type', 'refresh_token'],
         ['refresh_token', 'x'],
         ['client_id', clientId],
-        ...resources.map((r) => ['resource', r]),
+        ...resources.map((r): [string, string] => ['resource', r]),
       ]).toString();
     const post = (body: string) =>
       fetch(`${idp.url}/oauth/token`, {
