@@ -156,6 +156,7 @@ describe('openid-client against platform idp', () => {
       'openid',
       'profile',
       'email',
+      'offline_access',
       'mcp:platform',
       'mcp:mail',
       'mcp:deals',
