@@ -138,13 +138,17 @@ export async function obtainCode(o: AuthorizeOptions) {
   };
 }
 
-export async function postForm(url: string, form: Record<string, string | undefined>) {
+export async function postForm(
+  url: string,
+  form: Record<string, string | undefined>,
+  headers: Record<string, string> = {},
+) {
   const body = new URLSearchParams();
   for (const [k, v] of Object.entries(form)) if (v !== undefined) body.set(k, v);
   const res = await fetch(url, {
     method: 'POST',
     body,
-    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
   });
   const text = await res.text();
   let json: Record<string, unknown> | undefined;
