@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { RedisDpopReplayStore } from '../../lib/dpop/index.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort } from '../helpers/processes.ts';
 import { type DeployStack, startDeployStack } from './stack.ts';
@@ -187,6 +188,14 @@ describe('what the red team tried', () => {
     ]) {
       expect(await refusal(attempt)).toMatch(/^NOPERM/);
     }
+  });
+
+  it("both users record DPoP proofs (SET NX EX) and see each other's", async () => {
+    const idp = new RedisDpopReplayStore(connect('idp', PASSWORDS.REDIS_IDP_PASSWORD));
+    const gateway = new RedisDpopReplayStore(connect('gateway', PASSWORDS.REDIS_GATEWAY_PASSWORD));
+    expect(await idp.firstUse('jti-1', 'jkt', 60)).toBe(true);
+    expect(await gateway.firstUse('jti-1', 'jkt', 60)).toBe(false);
+    expect(await gateway.firstUse('jti-2', 'jkt', 60)).toBe(true);
   });
 
   it('the IdP user cannot plant a key set or flush', async () => {

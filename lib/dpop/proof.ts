@@ -1,0 +1,133 @@
+import { createHash } from 'node:crypto';
+import {
+  calculateJwkThumbprint,
+  decodeProtectedHeader,
+  EmbeddedJWK,
+  type JWK,
+  type JWTPayload,
+  jwtVerify,
+} from 'jose';
+
+/** Every algorithm a proof may be signed with (asymmetric only, RFC 9449 §4.2); servers list a subset. */
+export const DPOP_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
+/** How old a proof may be (RFC 9449 §4.3 check 11 leaves the window to the server). */
+export const DPOP_MAX_AGE_SECONDS = 60;
+/** How far in the future a proof's iat may be: clock skew between the client and the server. */
+export const DPOP_FUTURE_LEEWAY_SECONDS = 5;
+
+/**
+ * Why a proof was refused. `reason` is what the server answers as the OAuth error (`invalid_dpop_proof`, or
+ * `use_dpop_nonce` when the proof lacks the server's current nonce); `message` says which check failed.
+ */
+export class DpopProofError extends Error {
+  readonly reason: 'invalid_dpop_proof' | 'use_dpop_nonce';
+  constructor(reason: 'invalid_dpop_proof' | 'use_dpop_nonce', message: string) {
+    super(message);
+    this.name = 'DpopProofError';
+    this.reason = reason;
+  }
+}
+
+export interface VerifiedDpopProof {
+  /** RFC 7638 SHA-256 thumbprint of the proof's key, base64url: what `cnf.jkt` holds. */
+  jkt: string;
+  jti: string;
+  iat: number;
+  jwk: JWK;
+}
+
+export interface DpopVerifyOptions {
+  /** The request's method. */
+  method: string;
+  /** The request's URL as the server sees it (query and fragment are ignored). */
+  url: string;
+  /** When the proof accompanies an access token: `ath` is then required and must be its hash. */
+  accessToken?: string;
+  /** When the server requires a nonce: the proof's `nonce` must equal it (`use_dpop_nonce` otherwise). */
+  nonce?: string;
+  /** When the server requires a nonce it checks itself (e.g. DpopNonces.nonceValid): as `nonce`, by a function. */
+  nonceValid?: (nonce: string) => boolean;
+  /** Seconds since the epoch (tests). */
+  now?: number;
+  maxAgeSeconds?: number;
+  algorithms: readonly string[];
+}
+
+/** `ath`: base64url(SHA-256(access token)) (RFC 9449 §4.2). */
+export const accessTokenHash = (token: string) => createHash('sha256').update(token).digest('base64url');
+
+/** RFC 7638 SHA-256 thumbprint of a public JWK, base64url. */
+export const jwkThumbprint = (jwk: JWK) => calculateJwkThumbprint(jwk, 'sha256');
+
+/**
+ * The URL form htu is compared in (RFC 9449 §4.3 check 9, RFC 3986 §6.2.2–6.2.3): scheme and host lowercased,
+ * default port dropped, empty path as `/`, no query, no fragment. undefined when it is not an absolute http(s) URL.
+ */
+export function normaliseHtu(value: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (u.protocol !== 'https:' && u.protocol !== 'http:') return undefined;
+  // URL already lowercases the scheme and host and drops the default port; the path's case is kept.
+  return `${u.protocol}//${u.host}${u.pathname || '/'}`;
+}
+
+const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
+const bad = (message: string) => new DpopProofError('invalid_dpop_proof', message);
+
+/** RFC 9449 §4.3: checks one `DPoP` header value. Throws DpopProofError; replay (jti) is the caller's store. */
+export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Promise<VerifiedDpopProof> {
+  if (typeof proof !== 'string' || !proof || proof.includes(','))
+    throw bad('exactly one DPoP proof is required');
+  let header: ReturnType<typeof decodeProtectedHeader>;
+  try {
+    header = decodeProtectedHeader(proof);
+  } catch {
+    throw bad('the DPoP proof is not a JWT');
+  }
+  if (header.typ !== 'dpop+jwt') throw bad('the DPoP proof typ must be dpop+jwt');
+  if (typeof header.alg !== 'string' || !o.algorithms.includes(header.alg)) {
+    throw bad('the DPoP proof alg is not supported');
+  }
+  const jwk = header.jwk;
+  if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) throw bad('the DPoP proof has no jwk header');
+  if (PRIVATE_MEMBERS.some((m) => m in jwk)) throw bad('the DPoP proof jwk must be a public key');
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...o.algorithms] }));
+  } catch (e) {
+    if (e instanceof DpopProofError) throw e;
+    throw bad('the DPoP proof signature or jwk is not valid');
+  }
+  const { jti, htm, htu, iat } = payload as { jti?: unknown; htm?: unknown; htu?: unknown; iat?: unknown };
+  if (typeof jti !== 'string' || !jti || jti.length > 256) throw bad('the DPoP proof jti is missing');
+  if (htm !== o.method) throw bad('the DPoP proof htm does not match the request method');
+  const want = normaliseHtu(o.url);
+  if (typeof htu !== 'string' || !want || normaliseHtu(htu) !== want) {
+    throw bad('the DPoP proof htu does not match the request URL');
+  }
+  if (typeof iat !== 'number' || !Number.isFinite(iat)) throw bad('the DPoP proof iat is missing');
+  const now = o.now ?? Math.floor(Date.now() / 1000);
+  if (iat > now + DPOP_FUTURE_LEEWAY_SECONDS) throw bad('the DPoP proof iat is in the future');
+  if (iat < now - (o.maxAgeSeconds ?? DPOP_MAX_AGE_SECONDS)) throw bad('the DPoP proof is too old');
+  if (o.accessToken !== undefined) {
+    if (typeof payload.ath !== 'string' || payload.ath !== accessTokenHash(o.accessToken)) {
+      throw bad('the DPoP proof ath does not match the access token');
+    }
+  }
+  if (o.nonce !== undefined || o.nonceValid) {
+    const nonce = payload.nonce;
+    const ok =
+      typeof nonce === 'string' &&
+      (o.nonce === undefined || nonce === o.nonce) &&
+      (o.nonceValid?.(nonce) ?? true);
+    if (!ok) {
+      throw new DpopProofError('use_dpop_nonce', 'the authorization server requires a fresh DPoP nonce');
+    }
+  }
+  const publicJwk = jwk as JWK;
+  return { jkt: await jwkThumbprint(publicJwk), jti, iat, jwk: publicJwk };
+}

@@ -1,0 +1,222 @@
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
+import { describe, expect, inject, it } from 'vitest';
+import {
+  accessTokenHash,
+  DpopNonces,
+  DpopProofError,
+  dpopJtiKey,
+  jwkThumbprint,
+  MemoryDpopReplayStore,
+  normaliseHtu,
+  RedisDpopReplayStore,
+  verifyDpopProof,
+} from '../../lib/dpop/index.ts';
+
+// RFC 9449 §4.3: each check, refused by a proof that breaks it; the replay store and the nonces.
+
+const ALGS = ['ES256', 'EdDSA', 'Ed25519'];
+const URL_ = 'https://id.example.com/token';
+const NOW = 1_800_000_000;
+
+const es = await generateKeyPair('ES256', { extractable: true });
+const esJwk = await exportJWK(es.publicKey);
+const other = await generateKeyPair('ES256', { extractable: true });
+
+interface ProofParts {
+  header?: Record<string, unknown>;
+  claims?: Record<string, unknown>;
+  key?: Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+  jwk?: JWK;
+  alg?: string;
+}
+
+async function proof(p: ProofParts = {}): Promise<string> {
+  const alg = p.alg ?? 'ES256';
+  return new SignJWT({ htm: 'POST', htu: URL_, iat: NOW, jti: crypto.randomUUID(), ...p.claims })
+    .setProtectedHeader({ alg, typ: 'dpop+jwt', jwk: p.jwk ?? esJwk, ...p.header } as never)
+    .sign(p.key ?? es.privateKey);
+}
+
+const verify = (jwt: string, o: Partial<Parameters<typeof verifyDpopProof>[1]> = {}) =>
+  verifyDpopProof(jwt, { method: 'POST', url: URL_, now: NOW, algorithms: ALGS, ...o });
+
+async function refused(jwt: string, o: Partial<Parameters<typeof verifyDpopProof>[1]> = {}) {
+  const e = await verify(jwt, o).then(
+    () => undefined,
+    (err: unknown) => err,
+  );
+  expect(e).toBeInstanceOf(DpopProofError);
+  return e as DpopProofError;
+}
+
+describe('verifyDpopProof', () => {
+  it('accepts a well-formed proof and returns the RFC 7638 thumbprint of its key', async () => {
+    const jwt = await proof({ claims: { jti: 'j-1' } });
+    const r = await verify(jwt);
+    expect(r.jti).toBe('j-1');
+    expect(r.iat).toBe(NOW);
+    // RFC 7638 computed independently: the required members in lexicographic order, no whitespace.
+    const canonical = JSON.stringify({ crv: esJwk.crv, kty: esJwk.kty, x: esJwk.x, y: esJwk.y });
+    expect(r.jkt).toBe(createHash('sha256').update(canonical).digest('base64url'));
+    expect(r.jkt).toBe(await jwkThumbprint(esJwk));
+  });
+
+  it('accepts EdDSA proofs', async () => {
+    const ed = await generateKeyPair('Ed25519', { extractable: true });
+    const jwk = await exportJWK(ed.publicKey);
+    await expect(verify(await proof({ alg: 'EdDSA', key: ed.privateKey, jwk }))).resolves.toMatchObject({
+      jkt: await jwkThumbprint(jwk),
+    });
+  });
+
+  it('refuses something that is not a JWT, or several proofs', async () => {
+    expect((await refused('not-a-jwt')).reason).toBe('invalid_dpop_proof');
+    expect((await refused('')).reason).toBe('invalid_dpop_proof');
+    const one = await proof();
+    expect((await refused(`${one},${one}`)).reason).toBe('invalid_dpop_proof');
+  });
+
+  it('refuses a typ other than dpop+jwt', async () => {
+    expect((await refused(await proof({ header: { typ: 'JWT' } }))).message).toMatch(/typ/);
+  });
+
+  it('refuses an algorithm the server does not list, and none', async () => {
+    expect((await refused(await proof(), { algorithms: ['EdDSA'] })).message).toMatch(/alg/);
+    const [h, p] = (await proof()).split('.');
+    const none = `${Buffer.from(JSON.stringify({ alg: 'none', typ: 'dpop+jwt', jwk: esJwk })).toString('base64url')}.${p}.`;
+    expect(h).toBeTruthy();
+    expect((await refused(none)).message).toMatch(/alg/);
+  });
+
+  it('refuses a missing jwk, or a jwk with private members', async () => {
+    expect((await refused(await proof({ header: { jwk: undefined } }))).message).toMatch(/jwk/);
+    const priv = await exportJWK(es.privateKey);
+    expect((await refused(await proof({ jwk: priv }))).message).toMatch(/public/);
+  });
+
+  it('refuses a signature by another key than the jwk', async () => {
+    expect((await refused(await proof({ key: other.privateKey }))).message).toMatch(/signature/);
+  });
+
+  it('refuses a proof without jti', async () => {
+    expect((await refused(await proof({ claims: { jti: undefined } }))).message).toMatch(/jti/);
+  });
+
+  it('refuses another method', async () => {
+    expect((await refused(await proof({ claims: { htm: 'GET' } }))).message).toMatch(/htm/);
+    expect((await refused(await proof(), { method: 'GET' })).message).toMatch(/htm/);
+  });
+
+  it('refuses another URL, compares htu normalised and without query', async () => {
+    expect(
+      (await refused(await proof({ claims: { htu: 'https://id.example.com/userinfo' } }))).message,
+    ).toMatch(/htu/);
+    expect(
+      (await refused(await proof({ claims: { htu: 'https://evil.example.com/token' } }))).message,
+    ).toMatch(/htu/);
+    expect((await refused(await proof({ claims: { htu: 'http://id.example.com/token' } }))).message).toMatch(
+      /htu/,
+    );
+    expect((await refused(await proof({ claims: { htu: 42 } }))).message).toMatch(/htu/);
+    // Same resource written differently: accepted.
+    await verify(await proof({ claims: { htu: 'HTTPS://ID.example.com:443/token' } }));
+    await verify(await proof(), { url: 'https://id.example.com/token?x=1#f' });
+    await verify(await proof({ claims: { htu: 'https://id.example.com/token?y=2' } }));
+  });
+
+  it('refuses an old iat, a future iat, and a missing iat', async () => {
+    expect((await refused(await proof({ claims: { iat: NOW - 61 } }))).message).toMatch(/too old/);
+    expect((await refused(await proof({ claims: { iat: NOW + 60 } }))).message).toMatch(/future/);
+    expect((await refused(await proof({ claims: { iat: undefined } }))).message).toMatch(/iat/);
+    await verify(await proof({ claims: { iat: NOW - 59 } }));
+    await verify(await proof({ claims: { iat: NOW + 2 } }));
+    expect(
+      (await refused(await proof({ claims: { iat: NOW - 20 } }), { maxAgeSeconds: 10 })).message,
+    ).toMatch(/too old/);
+  });
+
+  it('requires ath when an access token is presented, and checks it', async () => {
+    const token = 'eyJ.access.token';
+    expect(accessTokenHash(token)).toBe(createHash('sha256').update(token).digest('base64url'));
+    expect((await refused(await proof(), { accessToken: token })).message).toMatch(/ath/);
+    expect(
+      (await refused(await proof({ claims: { ath: accessTokenHash('other') } }), { accessToken: token }))
+        .message,
+    ).toMatch(/ath/);
+    await verify(await proof({ claims: { ath: accessTokenHash(token) } }), { accessToken: token });
+  });
+
+  it('answers use_dpop_nonce when the server wants a nonce the proof lacks', async () => {
+    const nonces = new DpopNonces('k'.repeat(32), { now: () => NOW * 1000 });
+    const n = nonces.issueNonce();
+    expect((await refused(await proof(), { nonceValid: (x) => nonces.nonceValid(x) })).reason).toBe(
+      'use_dpop_nonce',
+    );
+    expect(
+      (
+        await refused(await proof({ claims: { nonce: 'stale' } }), {
+          nonceValid: (x) => nonces.nonceValid(x),
+        })
+      ).reason,
+    ).toBe('use_dpop_nonce');
+    await verify(await proof({ claims: { nonce: n } }), { nonceValid: (x) => nonces.nonceValid(x) });
+    expect((await refused(await proof({ claims: { nonce: 'a' } }), { nonce: 'b' })).reason).toBe(
+      'use_dpop_nonce',
+    );
+    await verify(await proof({ claims: { nonce: 'b' } }), { nonce: 'b' });
+  });
+});
+
+describe('DpopNonces', () => {
+  it('accepts the current and the previous bucket, from any replica with the same key, and nothing older', () => {
+    let t = NOW * 1000;
+    const a = new DpopNonces('shared-key-0123456789', { bucketSeconds: 300, now: () => t });
+    const b = new DpopNonces('shared-key-0123456789', { bucketSeconds: 300, now: () => t });
+    const n = a.issueNonce();
+    expect(b.nonceValid(n)).toBe(true);
+    expect(new DpopNonces('another-key-012345678', { now: () => t }).nonceValid(n)).toBe(false);
+    t += 300_000;
+    expect(b.nonceValid(n)).toBe(true);
+    t += 300_000;
+    expect(b.nonceValid(n)).toBe(false);
+    expect(b.nonceValid('')).toBe(false);
+  });
+});
+
+describe('MemoryDpopReplayStore', () => {
+  it('says first use once per (jti, key), again after the ttl', async () => {
+    let t = 0;
+    const s = new MemoryDpopReplayStore(() => t);
+    expect(await s.firstUse('j', 'k1', 60)).toBe(true);
+    expect(await s.firstUse('j', 'k1', 60)).toBe(false);
+    expect(await s.firstUse('j', 'k2', 60)).toBe(true);
+    t = 61_000;
+    expect(await s.firstUse('j', 'k1', 60)).toBe(true);
+  });
+
+  it('keys Redis entries under platform:dpop:jti: with a hash', () => {
+    expect(dpopJtiKey('j', 'k')).toMatch(/^platform:dpop:jti:[0-9a-f]{64}$/);
+    expect(normaliseHtu('ftp://x/')).toBeUndefined();
+  });
+});
+
+describe('RedisDpopReplayStore', () => {
+  it('says first use once per (jti, key) for every client of the same Redis, with the ttl set', async () => {
+    const r1 = new Redis(inject('redisUrl'));
+    const r2 = new Redis(inject('redisUrl'));
+    try {
+      const jti = crypto.randomUUID();
+      expect(await new RedisDpopReplayStore(r1).firstUse(jti, 'k', 60)).toBe(true);
+      expect(await new RedisDpopReplayStore(r2).firstUse(jti, 'k', 60)).toBe(false);
+      const ttl = await r1.ttl(dpopJtiKey(jti, 'k'));
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(60);
+      await r1.del(dpopJtiKey(jti, 'k'));
+    } finally {
+      r1.disconnect();
+      r2.disconnect();
+    }
+  });
+});
