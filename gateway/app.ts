@@ -4,11 +4,12 @@ import { answerPreflight } from '../lib/cors.ts';
 import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
-import { bearerToken } from './auth/bearer.ts';
+import { type PresentedToken, presentedToken } from './auth/bearer.ts';
 import { InvalidTokenError, RevocationUnavailableError } from './auth/errors.ts';
 import type { VerifiedToken } from './auth/verified-token.ts';
 import type { VerifyToken } from './auth/verify-token.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
+import type { DpopCheck } from './dpop/check.ts';
 import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
@@ -33,6 +34,8 @@ import {
 export interface GatewayContext {
   config: GatewayConfig;
   verify: VerifyToken;
+  /** DPoP (RFC 9449) after the token's own checks: bound tokens need a proof, each used once (dpop/check.ts). */
+  dpop: DpopCheck;
   revocation: RevocationCheck;
   upstreams: ReadonlyMap<string, Upstream>;
   /** The per-tool policy; undefined (no GATEWAY_POLICY_FILE): nothing is checked beyond the service's scope. */
@@ -72,7 +75,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, revocation, policy, log } = ctx;
+  const { config, verify, dpop, revocation, policy, log } = ctx;
   const services = new Map<string, Route>();
   for (const service of config.services) {
     services.set(service.name, {
@@ -155,12 +158,17 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
-  /** Everything after signature verification, on every request, cached token or not; then the route's handler. */
+  /**
+   * Everything after signature verification, on every request, cached token or not; then the route's handler.
+   * The DPoP proof comes last: it is per request (never cached), and a request refused by any local check never
+   * costs the replay cache its Redis round trip.
+   */
   function authorised(
     req: IncomingMessage,
     res: ServerResponse,
     x: Exchange,
     run: ProtectedHandler,
+    presented: PresentedToken,
     t: VerifiedToken,
   ): void {
     const route = x.route!;
@@ -170,7 +178,22 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
-    run(req, res, x, t);
+    const proven = dpop(
+      {
+        presented,
+        proof: x.h.dpop,
+        proofRepeated: x.h.dpopRepeated,
+        method: req.method!,
+        path: pathOf(req.url),
+      },
+      t,
+    );
+    if (proven === undefined) run(req, res, x, t);
+    else
+      proven.then(
+        () => run(req, res, x, t),
+        (err: unknown) => fail(req, res, x.requestId, route, err, hasBody(x.h)),
+      );
   }
 
   /** The protected route: the body read (only now: an anonymous caller cannot make the gateway buffer), signed, sent. */
@@ -281,12 +304,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         throw new PayloadTooLargeError(config.maxBodyBytes);
       }
       const run = protectedHandlers[spec.handler];
-      const verified = verify(bearerToken(h.authorization), route!.service);
+      const presented = presentedToken(h.authorization);
+      const verified = verify(presented.token, route!.service);
       if (verified instanceof Promise) {
         verified.then(
           (t) => {
             try {
-              authorised(req, res, x, run, t);
+              authorised(req, res, x, run, presented, t);
             } catch (err) {
               fail(req, res, requestId, x.route, err, hasBody(h));
             }
@@ -294,7 +318,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           (err: unknown) => fail(req, res, requestId, x.route, err, hasBody(h)),
         );
       } else {
-        authorised(req, res, x, run, verified);
+        authorised(req, res, x, run, presented, verified);
       }
     } catch (err) {
       // Refused before its body was read (no bearer, bad token, wrong host, …): answered, then closed.

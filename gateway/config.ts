@@ -86,6 +86,8 @@ export interface GatewayConfig {
   shutdownGraceMs: number;
   /** The per-tool policy (YAML); undefined: every caller with a service's scope may call all its tools. */
   policyFile: string | undefined;
+  /** GATEWAY_DPOP_NONCE=on: DPoP proofs must carry a gateway nonce (RFC 9449 §9); default off. */
+  dpopNonce: boolean;
 }
 
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -284,5 +286,6 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     upstreamRetryMs: number(env, 'GATEWAY_UPSTREAM_RETRY_SECONDS', 5, { min: 0, max: 60 }) * 1000,
     shutdownGraceMs: number(env, 'GATEWAY_SHUTDOWN_GRACE_SECONDS', 10, { min: 0, max: 600 }) * 1000,
     policyFile: optionalString(env, 'GATEWAY_POLICY_FILE'),
+    dpopNonce: oneOf(env, 'GATEWAY_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
   });
 }

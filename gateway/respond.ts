@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from '../lib/logger.ts';
 import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './auth/errors.ts';
 import type { ServiceConfig } from './config.ts';
+import { DpopRefusedError, GATEWAY_DPOP_ALGORITHMS } from './dpop/check.ts';
 import { GatewayError, HEADER_MISMATCH_CODE, HeaderMismatchError, MethodNotAllowedError } from './errors.ts';
 
 export interface ErrorContext {
@@ -25,11 +26,20 @@ function quoted(text: string): string {
 /** `WWW-Authenticate` for a 401/403 (RFC 6750 §3, RFC 9728 §5.1). */
 function challenge(err: GatewayError, service: ServiceConfig): string {
   let value = `Bearer resource_metadata=${quoted(service.resourceMetadataUrl)}`;
-  if (err instanceof InvalidTokenError)
+  // A refused DPoP proof is the DPoP challenge's error (below), not the Bearer one's.
+  if (err instanceof InvalidTokenError && !(err instanceof DpopRefusedError))
     value += `, error="invalid_token", error_description=${quoted(err.message)}`;
   else if (err instanceof InsufficientScopeError)
     value += `, error="insufficient_scope", scope=${quoted(err.scope)}`;
   return value;
+}
+
+const DPOP_CHALLENGE = `DPoP algs="${GATEWAY_DPOP_ALGORITHMS.join(' ')}"`;
+
+/** The DPoP challenge every 401 carries beside the Bearer one (RFC 9449 §7.1), with the proof's error if any. */
+function dpopChallenge(err: GatewayError): string {
+  if (!(err instanceof DpopRefusedError)) return DPOP_CHALLENGE;
+  return `${DPOP_CHALLENGE}, error="${err.dpopError}", error_description=${quoted(err.message)}`;
 }
 
 export function sendJsonBody(res: ServerResponse, status: number, body: string, headers: string[]): void {
@@ -64,9 +74,17 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
         err instanceof InsufficientScopeError)
     ) {
       headers.push('www-authenticate', challenge(err, x.service));
-      // A browser client must be able to read the challenge (and its resource_metadata) across origins.
-      if (status === 401)
-        headers.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'WWW-Authenticate');
+      // A browser client must be able to read the challenges (and resource_metadata, DPoP-Nonce) across origins.
+      if (status === 401) {
+        headers.push('www-authenticate', dpopChallenge(err));
+        if (err instanceof DpopRefusedError && err.nonce !== undefined) headers.push('dpop-nonce', err.nonce);
+        headers.push(
+          'access-control-allow-origin',
+          '*',
+          'access-control-expose-headers',
+          'WWW-Authenticate, DPoP-Nonce',
+        );
+      }
     }
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
     if (status === 503) headers.push('retry-after', '2');

@@ -1,5 +1,7 @@
+import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
+import { DpopNonces, type DpopReplayStore, MemoryDpopReplayStore } from '../lib/dpop/index.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -9,6 +11,8 @@ import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
 import { createTokenVerifier } from './auth/verify-token.ts';
 import type { GatewayConfig } from './config.ts';
+import { createDpopCheck } from './dpop/check.ts';
+import { gatewayReplayStore } from './dpop/replay.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { JwksCacheCodec, type JwksStore, RedisJwksStore } from './jwks/store.ts';
@@ -64,6 +68,8 @@ async function loadPolicy(config: GatewayConfig, log: Logger): Promise<PolicyFil
 
 /** How long start-up waits for the revocation mirror before listening anyway (Redis down must not stop us). */
 const MIRROR_STARTUP_WAIT_MS = 3000;
+/** The label the DPoP nonce key is derived from GATEWAY_IDENTITY_SECRET under. */
+const DPOP_NONCE_LABEL = 'platform-gateway-dpop-nonce-v1';
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
   const { log, metrics } = deps;
@@ -73,8 +79,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   let sync: RevocationSync | undefined;
   let store: JwksStore | undefined;
   let revocation: RevocationCheck;
+  let replay: DpopReplayStore;
   if (deps.revocations) {
     revocation = memoryRevocationCheck(deps.revocations);
+    replay = new MemoryDpopReplayStore();
   } else {
     if (config.redisUrl === undefined) throw new ConfigError('REDIS_URL', 'is required');
     // Credentials Redis refuses stop start-up (exit 2); Redis merely unreachable does not.
@@ -90,7 +98,16 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     const mirror = new RevocationMirror(config.revocationMode);
     sync = startRevocationSync(mirror, redis, log, metrics && ((event) => recordRevocation(metrics, event)));
     revocation = mirror;
+    replay = gatewayReplayStore(redis.cmd, config.revocationMode);
   }
+  // Nonces are an HMAC under a key every replica derives alike (its own label, none of the identity keys).
+  const dpop = createDpopCheck({
+    publicBaseUrl: config.publicBaseUrl.replace(/\/$/, ''),
+    replay,
+    nonces: config.dpopNonce
+      ? new DpopNonces(createHmac('sha256', config.identitySecret).update(DPOP_NONCE_LABEL).digest())
+      : undefined,
+  });
 
   const cache = new TokenCache(config.tokenCacheSize);
   const keySet = (issuer: string, resolveUrl: () => Promise<string>) =>
@@ -127,7 +144,16 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
-  const gatewayHandler = createGatewayHandler({ config, verify, revocation, upstreams, bodies, policy, log });
+  const gatewayHandler = createGatewayHandler({
+    config,
+    verify,
+    dpop,
+    revocation,
+    upstreams,
+    bodies,
+    policy,
+    log,
+  });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
   const handler = metrics
     ? instrument(gatewayHandler, metrics.http, gatewayRouteOf(new Set(config.services.map((s) => s.name))))

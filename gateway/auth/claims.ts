@@ -135,3 +135,18 @@ export function headerClaim(payload: JsonObject, ...names: string[]): string {
   }
   return '';
 }
+
+// An RFC 7638 SHA-256 thumbprint, base64url: 43 characters.
+const JKT = /^[A-Za-z0-9_-]{43}$/;
+
+/** `cnf.jkt` of any trust path's token ('' when there is no `cnf`); a `cnf` that is not usable is refused. */
+export function confirmationJkt(payload: JsonObject): string {
+  const cnf = payload.cnf;
+  if (cnf === undefined) return '';
+  const jkt = cnf !== null && typeof cnf === 'object' ? (cnf as JsonObject).jkt : undefined;
+  // A confirmation the gateway cannot check (x5t#S256, jwk, …) must not be read as "unbound".
+  if (typeof jkt !== 'string' || !JKT.test(jkt)) {
+    throw new InvalidTokenError('invalid_claim', 'token cnf claim has no usable jkt (RFC 9449 §6.1)');
+  }
+  return jkt;
+}

@@ -24,6 +24,11 @@ export interface VerifiedToken {
    * against `oid`.
    */
   oid: string;
+  /**
+   * `cnf.jkt` (RFC 9449 §6.1): the SHA-256 thumbprint of the key the token is bound to; '' for an unbound
+   * token. A bound token is accepted only as `Authorization: DPoP` with a proof by that key (dpop/check.ts).
+   */
+  jkt: string;
   iat: number;
   exp: number;
 }

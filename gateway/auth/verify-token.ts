@@ -1,6 +1,6 @@
 import type { EntraTrust, PlatformTrust, ServiceConfig } from '../config.ts';
 import type { KeySet } from '../jwks/key-set.ts';
-import { checkRegisteredClaims, emailOf, entraEmailOf, headerClaim } from './claims.ts';
+import { checkRegisteredClaims, confirmationJkt, emailOf, entraEmailOf, headerClaim } from './claims.ts';
 import { InvalidTokenError, KeysUnavailableError } from './errors.ts';
 import { checkHeader, type DecodedJws, decodeJws, verifyHs256, verifyRs256 } from './jws.ts';
 import type { TokenCache } from './token-cache.ts';
@@ -54,7 +54,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
     const { header, payload } = jws;
     const iss = payload.iss;
     if (typeof iss !== 'string') throw new InvalidTokenError('missing_claim', 'token has no iss claim');
-    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat'>;
+    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'jkt'>;
     if (platform && iss === platform.trust.issuer) {
       await withKeySet(jws, platform.keys);
       const scope = headerClaim(payload, 'scope');
@@ -113,7 +113,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
       );
     }
     const claims = checkRegisteredClaims(payload, now);
-    const result: VerifiedToken = { ...verified, ...claims };
+    const result: VerifiedToken = { ...verified, ...claims, jkt: confirmationJkt(payload) };
     cache.set(token, result, now);
     return result;
   }

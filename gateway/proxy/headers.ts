@@ -7,6 +7,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 export interface InboundHeaders {
   host: string | undefined;
   authorization: string | undefined;
+  /** The `DPoP` proof (RFC 9449 §4); never forwarded. */
+  dpop: string | undefined;
+  /** More than one `DPoP` header: refused (RFC 9449 §4.3 check 1). */
+  dpopRepeated: boolean;
   origin: string | undefined;
   requestId: string | undefined;
   contentLength: string | undefined;
@@ -19,7 +23,8 @@ export interface InboundHeaders {
 }
 
 // Never forwarded. Hop-by-hop headers (RFC 9110 §7.6.1) belong to each connection; `authorization` and
-// `cookie` are credentials the tool server must not see (it trusts the signed identity instead); `x-request-id`
+// `cookie` are credentials the tool server must not see (it trusts the signed identity instead; a `DPoP` proof,
+// for the gateway alone, is skipped in the scan below); `x-request-id`
 // is replaced by ours; `x-forwarded-for` from a client is unverifiable (and the gateway adds none: tool servers
 // identify callers by the signed identity, and every header costs on the hot path); every `x-platform-*` is
 // dropped below so a client cannot forge identity.
@@ -46,6 +51,8 @@ export function scanRequestHeaders(raw: readonly string[]): InboundHeaders {
   const out: InboundHeaders = {
     host: undefined,
     authorization: undefined,
+    dpop: undefined,
+    dpopRepeated: false,
     origin: undefined,
     requestId: undefined,
     contentLength: undefined,
@@ -65,6 +72,10 @@ export function scanRequestHeaders(raw: readonly string[]): InboundHeaders {
         continue;
       case 'authorization':
         out.authorization ??= value;
+        continue;
+      case 'dpop':
+        if (out.dpop !== undefined) out.dpopRepeated = true;
+        out.dpop ??= value;
         continue;
       case 'origin':
         out.origin ??= value;

@@ -1,7 +1,7 @@
 // Collaborators of the gateway tests: a key server (stands in for the platform issuer's or Entra's JWKS), a
 // tiny upstream tool server that records what reaches it, token minting with jose (independent of the
 // gateway's own JWS code), and the gateway as a real `platform gateway` process.
-import { generateKeyPairSync, type KeyObject, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, generateKeyPairSync, type KeyObject, randomBytes, randomUUID } from 'node:crypto';
 import {
   createServer,
   request as httpRequest,
@@ -12,7 +12,7 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
-import { exportJWK, type JWK, SignJWT } from 'jose';
+import { calculateJwkThumbprint, exportJWK, type JWK, SignJWT } from 'jose';
 import { bodySha256, deriveIdentityKey, type Identity, verifyIdentity } from '../../lib/identity.ts';
 import { jwksKey } from '../../lib/revocation.ts';
 import { type GatewayProcess, startGatewayProcess as startProcess } from '../helpers/processes.ts';
@@ -514,3 +514,46 @@ export function errorOf(r: GatewayResponse): {
     requestId: e?.context?.request_id ?? '',
   };
 }
+
+/** A client's DPoP key (ES256) and its RFC 7638 thumbprint, the `cnf.jkt` of tokens bound to it. */
+export interface DpopKey {
+  privateKey: KeyObject;
+  publicJwk: JWK;
+  jkt: string;
+}
+
+export async function newDpopKey(): Promise<DpopKey> {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const publicJwk = await exportJWK(publicKey);
+  return { privateKey, publicJwk, jkt: await calculateJwkThumbprint(publicJwk, 'sha256') };
+}
+
+/** A DPoP proof (RFC 9449 §4.2) for `htm` `htu` and the access token's `ath`; `claims` override (null removes). */
+export function dpopProof(
+  key: DpopKey,
+  o: { htm: string; htu: string; token?: string; iat?: number; claims?: Record<string, unknown> },
+): Promise<string> {
+  const claims: Record<string, unknown> = {
+    jti: randomUUID(),
+    htm: o.htm,
+    htu: o.htu,
+    iat: Math.floor(Date.now() / 1000) + (o.iat ?? 0),
+    ...(o.token === undefined ? {} : { ath: createHash('sha256').update(o.token).digest('base64url') }),
+    ...o.claims,
+  };
+  for (const k of Object.keys(claims)) if (claims[k] === null) delete claims[k];
+  return new SignJWT(claims)
+    .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: key.publicJwk })
+    .sign(key.privateKey);
+}
+
+/** A tool call to the mail service through `gw` as `Authorization: DPoP`, with `proof` (none when undefined). */
+export const postMailDpop = (
+  gw: { url: string },
+  token: string,
+  proof: string | undefined,
+): Promise<GatewayResponse> =>
+  call(`${gw.url}/mail/mcp`, {
+    method: 'POST',
+    headers: { authorization: `DPoP ${token}`, ...(proof === undefined ? {} : { dpop: proof }) },
+  });

@@ -380,7 +380,10 @@ describe('401 responses', () => {
     const e = errorOf(r);
     expect(e).toMatchObject({ code: 'MISSING_TOKEN', reason: 'missing_token' });
     expect(e.requestId).toBe(r.headers['x-request-id']);
-    expect(r.headers['www-authenticate']).toBe(`Bearer resource_metadata="${MAIL_METADATA}"`);
+    // Two challenges (RFC 9449 §7.1), joined by Node's client into one value.
+    expect(r.headers['www-authenticate']).toBe(
+      `Bearer resource_metadata="${MAIL_METADATA}", DPoP algs="ES256 ES384 EdDSA Ed25519 PS256 RS256"`,
+    );
     expect(Object.keys(r.json.error).sort()).toEqual(['code', 'context', 'message']);
     expect(Object.keys(r.json.error.context).sort()).toEqual(['reason', 'request_id']);
   });
@@ -399,7 +402,7 @@ describe('401 responses', () => {
     });
     expect(r.headers['www-authenticate']).toMatch(
       new RegExp(
-        `^Bearer resource_metadata="${MAIL_METADATA}", error="invalid_token", error_description="[^"]+"$`,
+        `^Bearer resource_metadata="${MAIL_METADATA}", error="invalid_token", error_description="[^"]+", DPoP algs="[^"]+"$`,
       ),
     );
     await expect

@@ -92,11 +92,12 @@ describe('the gateway', () => {
     }
   });
 
-  it('a 401 exposes WWW-Authenticate to any origin', async () => {
+  it('a 401 exposes WWW-Authenticate and DPoP-Nonce to any origin', async () => {
     const res = await fetch(`${stack.gateway.url}/mail/mcp`, { method: 'POST', body: '{}' });
     expect(res.status).toBe(401);
     expectCors(res);
-    expect(res.headers.get('access-control-expose-headers')).toBe('WWW-Authenticate');
+    expect(res.headers.get('access-control-expose-headers')).toBe('WWW-Authenticate, DPoP-Nonce');
     expect(res.headers.get('www-authenticate')).toContain('resource_metadata=');
+    expect(res.headers.get('www-authenticate')).toContain('DPoP algs=');
   });
 });
