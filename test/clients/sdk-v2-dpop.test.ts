@@ -11,8 +11,13 @@ import {
 } from '@modelcontextprotocol/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { call, errorOf } from '../gateway/helpers.ts';
+import {
+  type RecordedRequest,
+  type ReplayStack,
+  recordingFetch,
+  startReplayStack,
+} from '../helpers/client-replay.ts';
 import { dpopFetch, jktOf, newDpopKey, postFormWithProof } from '../helpers/dpop-client.ts';
-import { type ReplayStack, type RecordedRequest, recordingFetch, startReplayStack } from '../helpers/client-replay.ts';
 import { sessionCookieName } from '../helpers/oauth.ts';
 import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from '../tools/helpers.ts';
@@ -38,13 +43,20 @@ class DpopProvider extends InMemoryOAuthProvider {
     this.session = DpopSession.create({ alg });
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'MCP SDK v2 client (DPoP)', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'MCP SDK v2 client (DPoP)',
+      redirect_uris: [REDIRECT],
+      token_endpoint_auth_method: 'none',
+    };
   }
   dpop() {
     return this.session;
   }
   async redirectToAuthorization(url: URL) {
-    const visit = await this.visit(url, { cookieName: sessionCookieName(r.issuer), sessionToken: r.user.sessionToken });
+    const visit = await this.visit(url, {
+      cookieName: sessionCookieName(r.issuer),
+      sessionToken: r.user.sessionToken,
+    });
     this.callback = visit.callback;
   }
 }
@@ -95,7 +107,10 @@ describe('MCP TypeScript SDK v2 client with dpop()', () => {
 
       const calls: RecordedRequest[] = [];
       const clientId = provider.info!.client_id;
-      expect(await whoami(provider, serverUrl, calls)).toMatchObject({ email: r.user.email, client_id: clientId });
+      expect(await whoami(provider, serverUrl, calls)).toMatchObject({
+        email: r.user.email,
+        client_id: clientId,
+      });
       // Every request to the gateway carried the DPoP scheme and its own proof.
       const proofs = calls.map((c) => c.headers.get('dpop'));
       expect(calls.every((c) => c.headers.get('authorization')?.startsWith('DPoP '))).toBe(true);
@@ -145,7 +160,11 @@ describe('MCP TypeScript SDK v2 client with dpop()', () => {
     const iss = provider.callback!.searchParams.get('iss') ?? undefined;
     expect(await auth(provider, { serverUrl, authorizationCode: code, iss })).toBe('AUTHORIZED');
     const { refresh_token } = provider.tokens()!;
-    const form = { grant_type: 'refresh_token', refresh_token: refresh_token!, client_id: provider.info!.client_id };
+    const form = {
+      grant_type: 'refresh_token',
+      refresh_token: refresh_token!,
+      client_id: provider.info!.client_id,
+    };
     const thief = await postFormWithProof(`${r.issuer}/oauth/token`, form, await newDpopKey());
     expect(thief.status).toBe(400);
     expect(thief.json.error).toBe('invalid_grant');
