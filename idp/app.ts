@@ -4,8 +4,10 @@ import { isDatabaseUnavailable } from '../lib/db.ts';
 import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { IdpContext } from './context.ts';
+import { IDP_DPOP_ALGORITHMS } from './dpop/index.ts';
 import {
   AuthorizePageError,
+  DpopTokenError,
   InvalidBearerRequestError,
   MethodNotAllowedError,
   NotFoundError,
@@ -102,6 +104,8 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
     if (err instanceof InvalidBearerRequestError)
       headers['www-authenticate'] = `Bearer error="invalid_request"`;
+    if (err instanceof DpopTokenError)
+      headers['www-authenticate'] = `DPoP error="${err.error}", algs="${IDP_DPOP_ALGORITHMS.join(' ')}"`;
     return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
   }
   if (isDatabaseUnavailable(err)) {

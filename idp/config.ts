@@ -66,6 +66,10 @@ export interface IdpConfig {
    * rotated into a sibling chain (concurrent processes of one client; docs/idp.md § Token endpoint).
    */
   refreshRetrySeconds: number;
+  /** PLATFORM_ADMIN_REQUIRE_DPOP: `on`: `platform:admin` only in DPoP-bound access tokens (docs/idp.md § DPoP). */
+  adminRequireDpop: boolean;
+  /** PLATFORM_DPOP_NONCE: `on`: every token request's proof must carry a server nonce (RFC 9449 §8). */
+  dpopNonce: boolean;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -252,6 +256,8 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
       DEFAULT_REFRESH_RETRY_SECONDS,
       REFRESH_RETRY_SECONDS_RANGE,
     ),
+    adminRequireDpop: oneOf(env, 'PLATFORM_ADMIN_REQUIRE_DPOP', ['on', 'off'] as const, 'off') === 'on',
+    dpopNonce: oneOf(env, 'PLATFORM_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

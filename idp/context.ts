@@ -4,6 +4,7 @@ import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { ClientKeySets } from './client-auth/key-sets.ts';
 import type { IdpConfig } from './config.ts';
+import type { IdpDpop } from './dpop/index.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
 import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
@@ -48,6 +49,8 @@ export interface IdpContext {
   rateLimiter: RateLimiter;
   /** For stores the admin API builds over the provider's tables. */
   pool: Pool;
+  /** DPoP proofs (RFC 9449): token endpoint, userinfo and admin API. */
+  dpop: IdpDpop;
   /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
   csrfKey: Buffer;
 }

@@ -128,3 +128,13 @@ export class AuthorizePageError extends Error {
     this.retryAfter = retryAfter;
   }
 }
+
+/**
+ * A DPoP problem at a protected route of the provider (userinfo, admin API; RFC 9449 §7.1): 401 with
+ * `WWW-Authenticate: DPoP error="…", algs="…"`. `invalid_token` also for a DPoP-bound token sent as Bearer.
+ */
+export class DpopTokenError extends OAuthError {
+  constructor(error: 'invalid_token' | 'invalid_dpop_proof', description: string) {
+    super(error, description, 401);
+  }
+}

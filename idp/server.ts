@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
 import { createPool, ident, type Pool } from '../lib/db.ts';
+import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -12,6 +13,7 @@ import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpContext } from './context.ts';
+import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
@@ -162,6 +164,13 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       metrics: deps.metrics,
       csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
+      // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
+      // Nonces: keyed from the signing key, so every replica issues and accepts the same ones.
+      dpop: createIdpDpop(
+        config,
+        redis ? new RedisDpopReplayStore(redis) : new MemoryDpopReplayStore(),
+        createHmac('sha256', config.privateKey).update('platform-idp dpop nonce v1').digest(),
+      ),
     };
     await createKeyPublicationStore(pool)
       .record(

@@ -1,5 +1,5 @@
-import type { IncomingMessage } from 'node:http';
-import type { IdpContext } from '../context.ts';
+import type { Exchange, IdpContext } from '../context.ts';
+import { parseAuthorization } from '../dpop/index.ts';
 import { InsufficientScopeError, InvalidTokenError } from '../errors.ts';
 import { ADMIN_SCOPE } from '../scopes.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
@@ -14,25 +14,28 @@ export interface AdminIdentity {
   jti: string | null;
 }
 
-const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;
-
 /**
- * The admin API's bearer check, in order: a platform access token signed by one of this provider's keys,
- * for its issuer and audience, unexpired (else 401); not revoked — jti, subject or email cut-off (401);
+ * The admin API's token check, in order: a platform access token signed by one of this provider's keys,
+ * for its issuer and audience, unexpired (else 401); as DPoP with a valid proof by its key when DPoP-bound,
+ * else as Bearer (401); not revoked — jti, subject or email cut-off (401);
  * scope `platform:admin` (else 403); an email in PLATFORM_ADMIN_EMAILS now (else 403: a token minted before
  * someone was removed from the list stops working at the next restart with the new list).
  */
-export async function authenticateAdmin(ctx: IdpContext, req: IncomingMessage): Promise<AdminIdentity> {
-  const m = BEARER.exec(req.headers.authorization ?? '');
-  if (!m)
-    throw new InvalidTokenError('an access token with scope platform:admin is required as a Bearer token');
-  const claims = verifyOwnAccessToken(m[1]!, ctx.keys, {
+export async function authenticateAdmin(ctx: IdpContext, x: Exchange): Promise<AdminIdentity> {
+  const presented = parseAuthorization(x.req.headers.authorization ?? '');
+  if (!presented)
+    throw new InvalidTokenError(
+      'an access token with scope platform:admin is required as a Bearer or DPoP token',
+    );
+  const claims = verifyOwnAccessToken(presented.token, ctx.keys, {
     issuer: ctx.config.issuer,
     audience: ctx.config.audience,
     leeway: 0,
   });
   if (!claims || typeof claims.iat !== 'number' || typeof claims.email !== 'string')
     throw new InvalidTokenError('the access token is invalid or expired');
+  // DPoP (idp/dpop): a bound token needs the DPoP scheme and a proof for this URL by its key.
+  await ctx.dpop.checkSender(x, { ...presented, jkt: claims.cnf?.jkt });
   if (await ctx.revocation.isRevoked(claims)) throw new InvalidTokenError('the access token is revoked');
   const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
   if (!scopes.includes(ADMIN_SCOPE)) throw new InsufficientScopeError(`the token lacks scope ${ADMIN_SCOPE}`);

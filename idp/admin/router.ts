@@ -58,7 +58,7 @@ export async function runAdmin(
  */
 export const adminApi: Endpoint = async (ctx, x) => {
   const started = process.hrtime.bigint();
-  const admin = await authenticateAdmin(ctx, x.req);
+  const admin = await authenticateAdmin(ctx, x);
   const result = await runAdmin(ctx, x, admin, {
     method: x.req.method ?? 'GET',
     path: x.url.pathname,

@@ -174,6 +174,7 @@ export async function issueCode(
     redirectUri: o.redirectUri,
     scope: o.scope,
     nonce: o.request.nonce,
+    dpopJkt: o.request.dpopJkt,
     familyId: randomUUID(),
     authTime: o.session.signIn.authTime,
   });
@@ -239,7 +240,11 @@ export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, str
   if (maxAgeText !== undefined && !/^\d{1,10}$/.test(maxAgeText))
     throw new InvalidRequestError('max_age must be a number of seconds');
   const maxAge = maxAgeText === undefined ? undefined : Number(maxAgeText);
-  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge };
+  // RFC 9449 §10: the JWK SHA-256 thumbprint the code is bound to (43 base64url characters).
+  const dpopJkt = params.get('dpop_jkt');
+  if (dpopJkt !== undefined && !/^[A-Za-z0-9_-]{43}$/.test(dpopJkt))
+    throw new InvalidRequestError('dpop_jkt must be a base64url SHA-256 JWK thumbprint');
+  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge, dpopJkt };
 }
 
 /** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */

@@ -20,6 +20,7 @@ export async function deviceCodeGrant(
   form: Map<string, string>,
   clientId: string,
   log: Logger,
+  dpopJkt: string | undefined,
 ): Promise<Record<string, unknown>> {
   const code = form.get('device_code');
   if (!code) throw new InvalidRequestError('device_code is missing');
@@ -44,6 +45,8 @@ export async function deviceCodeGrant(
       scope: withinPowers(scope, adminPowers(ctx.config, { ...a, clientId, grant: 'device_code' })),
       authTime: a.authTime,
       emailVerified: a.emailVerified,
+      // A proof with the exchange binds the sign-in (its refresh tokens) to the proof's key.
+      dpopJkt,
     };
     const jti = newJti();
     const refresh = newRefreshToken();
@@ -92,5 +95,6 @@ export async function deviceCodeGrant(
     iat,
     refreshToken: refresh.value,
     nonce: undefined,
+    dpopJkt,
   });
 }

@@ -3,6 +3,7 @@ import { ASSERTION_ALGS, AUTH_METHODS } from '../client-auth/index.ts';
 import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
 import { DEVICE_CODE_GRANT } from '../device-codes.ts';
+import { IDP_DPOP_ALGORITHMS } from '../dpop/index.ts';
 import { supportedScopes } from '../scopes.ts';
 
 /** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
@@ -28,6 +29,7 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     revocation_endpoint_auth_methods_supported: [...AUTH_METHODS],
     revocation_endpoint_auth_signing_alg_values_supported: ASSERTION_ALGS,
     code_challenge_methods_supported: ['S256'],
+    dpop_signing_alg_values_supported: [...IDP_DPOP_ALGORITHMS],
     claims_supported: [
       'iss',
       'sub',

@@ -62,6 +62,9 @@ export const register: Endpoint = async (ctx, x) => {
   if (name !== undefined && (typeof name !== 'string' || name.length > 200)) {
     throw new InvalidClientMetadataError('client_name must be a string of at most 200 characters');
   }
+  const dpopBound = m.dpop_bound_access_tokens ?? false;
+  if (typeof dpopBound !== 'boolean')
+    throw new InvalidClientMetadataError('dpop_bound_access_tokens must be true or false');
   const clientId = randomUUID();
   const clientName = (name as string | undefined) ?? '';
   const secret = SECRET_METHODS.has(authMethod) ? newClientSecret() : undefined;
@@ -77,6 +80,7 @@ export const register: Endpoint = async (ctx, x) => {
       response_types: responseTypes,
       application_type: applicationType,
       token_endpoint_auth_method: authMethod,
+      dpop_bound_access_tokens: dpopBound,
       ...keys,
     },
   });
@@ -96,6 +100,7 @@ export const register: Endpoint = async (ctx, x) => {
       application_type: applicationType,
       grant_types: grantTypes,
       response_types: responseTypes,
+      dpop_bound_access_tokens: dpopBound,
       ...keys,
     },
     { 'cache-control': 'no-store' },

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IdpContext } from '../context.ts';
-import { adminPowers, withinPowers } from '../scopes.ts';
+import { ADMIN_SCOPE, adminPowers, withinPowers } from '../scopes.ts';
 import { ACCESS_TTL_SECONDS, type Grant, type NewToken } from '../store/refresh-tokens.ts';
 
 // What every grant of the token endpoint shares (authorization code, refresh, device code): new refresh
@@ -22,17 +22,25 @@ export interface TokenResponseOptions {
   iat: number;
   refreshToken: string;
   nonce: string | undefined;
+  /** The DPoP key the access token is bound to (`cnf.jkt`, token_type DPoP); undefined: a Bearer token. */
+  dpopJkt: string | undefined;
 }
 
 export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
-  const { grant, jti, iat, refreshToken, nonce } = o;
+  const { grant, jti, iat, refreshToken, nonce, dpopJkt } = o;
   const exp = iat + ACCESS_TTL_SECONDS;
   const { issuer, audience } = ctx.config;
   // The admin list (or the user's email) may have changed since the grant was made.
-  const scope = withinPowers(
+  let scope = withinPowers(
     o.scope,
     adminPowers(ctx.config, { email: grant.email, clientId: grant.clientId }),
   );
+  // PLATFORM_ADMIN_REQUIRE_DPOP=on: an administrator's power only in a token a thief cannot use without the key.
+  if (ctx.config.adminRequireDpop && !dpopJkt)
+    scope = scope
+      .split(' ')
+      .filter((s) => s !== ADMIN_SCOPE)
+      .join(' ');
   const body: Record<string, unknown> = {
     access_token: ctx.signer.accessToken({
       iss: issuer,
@@ -45,8 +53,9 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
       jti,
       iat,
       exp,
+      ...(dpopJkt ? { cnf: { jkt: dpopJkt } } : {}),
     }),
-    token_type: 'Bearer',
+    token_type: dpopJkt ? 'DPoP' : 'Bearer',
     expires_in: ACCESS_TTL_SECONDS,
     refresh_token: refreshToken,
     scope,

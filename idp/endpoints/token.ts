@@ -52,20 +52,29 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
  * only) and confidential ones (idp/client-auth). PKCE is mandatory for every client.
  */
 export const token: Endpoint = async (ctx, x) => {
+  // PLATFORM_DPOP_NONCE=on: every answer, success or error, carries the nonce to use next (RFC 9449 §8).
+  ctx.dpop.offerNonce(x.res);
   const form = await readForm(x.req);
   // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
   const client = await authenticateClient(ctx, x, form);
   if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
   const clientId = client.clientId;
+  // DPoP (idp/dpop): a valid proof binds what this request issues to its key; jkt undefined: no proof.
+  const jkt = await ctx.dpop.tokenProof(x);
+  if (!jkt && client.dpopBoundAccessTokens)
+    throw new OAuthError(
+      'invalid_dpop_proof',
+      'this client is registered with dpop_bound_access_tokens: a DPoP proof is required',
+    );
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
 
   const grantType = form.get('grant_type');
   let body: Record<string, unknown>;
   try {
-    if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId);
-    else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId);
-    else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log);
+    if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
+    else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId, jkt);
+    else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log, jkt);
     else if (!grantType) throw new InvalidRequestError('grant_type is missing');
     else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
   } catch (err) {
@@ -91,7 +100,13 @@ export const token: Endpoint = async (ctx, x) => {
   sendJson(x.res, 200, body, { 'cache-control': 'no-store', pragma: 'no-cache' });
 };
 
-async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string, string>, clientId: string) {
+async function authorizationCode(
+  ctx: IdpContext,
+  x: Exchange,
+  form: Map<string, string>,
+  clientId: string,
+  jkt: string | undefined,
+) {
   const code = form.get('code');
   const verifier = form.get('code_verifier');
   const redirectUri = form.get('redirect_uri');
@@ -125,6 +140,9 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
     const expected = Buffer.from(rec.codeChallenge, 'base64url');
     if (expected.length !== challenge.length || !timingSafeEqual(challenge, expected))
       return refused('code_verifier does not match the code_challenge');
+    // RFC 9449 §10: a code requested with dpop_jkt is exchanged only with a proof by that key.
+    if (rec.dpopJkt !== undefined && rec.dpopJkt !== jkt)
+      return refused('authorization code is bound to a DPoP key (dpop_jkt): a proof by that key is required');
     if (rec.blocked) return refused('the user is blocked');
     const scope = await scopeAtIssuance(ctx.entitlements, rec.scope, rec, tx);
     const grant: Grant = {
@@ -136,6 +154,7 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
       scope,
       authTime: rec.authTime,
       emailVerified: rec.emailVerified,
+      dpopJkt: jkt,
     };
     const jti = newJti();
     const refresh = newRefreshToken();
@@ -173,10 +192,17 @@ async function authorizationCode(ctx: IdpContext, x: Exchange, form: Map<string,
     iat: rec.iat,
     refreshToken: refresh.value,
     nonce: rec.nonce,
+    dpopJkt: jkt,
   });
 }
 
-async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, string>, clientId: string) {
+async function refreshToken(
+  ctx: IdpContext,
+  x: Exchange,
+  form: Map<string, string>,
+  clientId: string,
+  jkt: string | undefined,
+) {
   const log = x.log;
   const presented = form.get('refresh_token');
   if (!presented) throw new InvalidRequestError('refresh_token is missing');
@@ -192,7 +218,7 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
       hash,
       clientId,
       refresh.token,
-      { jti, grantType: 'refresh_token', scope: scope?.join(' ') },
+      { jti, grantType: 'refresh_token', scope: scope?.join(' '), dpopJkt: jkt },
       tx,
     );
 
@@ -250,6 +276,9 @@ async function refreshToken(ctx: IdpContext, x: Exchange, form: Map<string, stri
     iat: outcome.iat,
     refreshToken: refresh.value,
     nonce: undefined,
+    // A bound family: its key (the proof's, checked by rotate). An unbound one with a proof: the access token
+    // is bound, the refresh token stays unbound (binding is decided once, when the sign-in is issued).
+    dpopJkt: grant.dpopJkt ?? jkt,
   });
 }
 

@@ -1,22 +1,26 @@
 import type { IncomingMessage } from 'node:http';
 import { mediaType, readForm, sendJson } from '../../lib/http.ts';
 import type { Endpoint, Exchange } from '../context.ts';
+import { parseAuthorization } from '../dpop/index.ts';
 import { InvalidBearerRequestError, InvalidTokenError } from '../errors.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
 
-const BEARER = /^Bearer ([A-Za-z0-9._~+/-]+=*)$/i;
 const FORM_LIMIT = 16 * 1024;
 
-/** GET|POST /oauth/userinfo: `sub` and `email` of a platform access token that is not revoked. */
+/**
+ * GET|POST /oauth/userinfo: `sub` and `email` of a platform access token that is not revoked. A DPoP-bound token
+ * comes as `Authorization: DPoP` with a proof for this URL (idp/dpop).
+ */
 export const userinfo: Endpoint = async (ctx, x) => {
-  const token = await bearerToken(x);
-  if (token === undefined)
-    throw new InvalidTokenError('a platform access token is required as a Bearer token');
-  const claims = verifyOwnAccessToken(token, ctx.keys, {
+  const presented = await bearerToken(x);
+  if (presented === undefined)
+    throw new InvalidTokenError('a platform access token is required as a Bearer or DPoP token');
+  const claims = verifyOwnAccessToken(presented.token, ctx.keys, {
     issuer: ctx.config.issuer,
     audience: ctx.config.audience,
   });
   if (!claims) throw new InvalidTokenError('the access token is invalid or expired');
+  await ctx.dpop.checkSender(x, { ...presented, jkt: claims.cnf?.jkt });
   // The same rule the gateways apply: the jti denylist, the subject's and the email's cut-offs.
   if (await ctx.revocation.isRevoked(claims)) throw new InvalidTokenError('the access token is revoked');
   sendJson(x.res, 200, { sub: claims.sub, email: claims.email }, { 'cache-control': 'no-store' });
@@ -27,7 +31,7 @@ export const userinfo: Endpoint = async (ctx, x) => {
  * `access_token` parameter (§2.2). Never from the query (§2.3 is not offered: URLs end up in logs), and never from
  * two places at once (§2: a client MUST NOT use more than one method): both are 400 invalid_request.
  */
-async function bearerToken(x: Exchange): Promise<string | undefined> {
+async function bearerToken(x: Exchange): Promise<{ scheme: 'Bearer' | 'DPoP'; token: string } | undefined> {
   if (new URLSearchParams(x.url.search).has('access_token'))
     throw new InvalidBearerRequestError('the access token must not be sent in the query');
   const header = x.req.headers.authorization;
@@ -36,11 +40,12 @@ async function bearerToken(x: Exchange): Promise<string | undefined> {
     throw new InvalidBearerRequestError(
       'the access token was sent both in the Authorization header and the body',
     );
-  if (fromBody !== undefined) return fromBody;
+  if (fromBody !== undefined) return { scheme: 'Bearer', token: fromBody };
   if (header === undefined) return undefined;
-  const m = BEARER.exec(header);
-  if (!m) throw new InvalidTokenError('a platform access token is required as a Bearer token');
-  return m[1]!;
+  const presented = parseAuthorization(header);
+  if (!presented)
+    throw new InvalidTokenError('a platform access token is required as a Bearer or DPoP token');
+  return presented;
 }
 
 /** A POST's form-encoded `access_token` (undefined for another method, another media type or no such field). */

@@ -24,6 +24,8 @@ export interface Client {
   /** private_key_jwt: the client's key set, or where to fetch it. */
   jwks?: unknown;
   jwksUri?: string;
+  /** `dpop_bound_access_tokens: true` (RFC 9449 §5.2): every token request must carry a DPoP proof. */
+  dpopBoundAccessTokens?: boolean;
 }
 
 export interface ClientStore {
@@ -48,6 +50,7 @@ const fromMetadata = (m: MetadataClient): Client => ({
   authMethod: m.metadata.token_endpoint_auth_method as AuthMethod,
   jwks: m.metadata.jwks,
   jwksUri: typeof m.metadata.jwks_uri === 'string' ? m.metadata.jwks_uri : undefined,
+  dpopBoundAccessTokens: m.metadata.dpop_bound_access_tokens === true,
 });
 
 /**
@@ -85,10 +88,12 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         secret_hash: string | null;
         jwks: unknown;
         jwks_uri: string | null;
+        dpop_bound: boolean;
       }>({
         name: 'client_find_auth',
         text: `SELECT client_id, name, redirect_uris, type, auth_method, secret_hash, metadata->'jwks' AS jwks,
-                      metadata->>'jwks_uri' AS jwks_uri
+                      metadata->>'jwks_uri' AS jwks_uri,
+                      COALESCE(metadata->'dpop_bound_access_tokens' = 'true'::jsonb, false) AS dpop_bound
                  FROM platform.oauth_clients WHERE client_id = $1`,
         values: [clientId],
       });
@@ -103,6 +108,7 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         secretHash: r.secret_hash ?? undefined,
         jwks: r.jwks ?? undefined,
         jwksUri: r.jwks_uri ?? undefined,
+        dpopBoundAccessTokens: r.dpop_bound,
       };
       if (cache.size > 10_000) cache.clear();
       cache.set(clientId, { client, until: Date.now() + 60_000 });

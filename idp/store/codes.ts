@@ -15,6 +15,8 @@ export interface CodeRecord {
   nonce: string | undefined;
   familyId: string;
   authTime: number;
+  /** `dpop_jkt` on authorize (RFC 9449 §10): the exchange needs a proof by this key. */
+  dpopJkt?: string;
 }
 
 export interface ConsumedCode extends CodeRecord {
@@ -53,6 +55,7 @@ interface Row {
   nonce: string | null;
   family_id: string;
   auth_time: string;
+  dpop_jkt: string | null;
   expired: boolean;
   first_use: boolean;
   revoked: boolean;
@@ -69,8 +72,8 @@ export function createCodeStore(pool: Pool): CodeStore {
         name: 'code_create',
         text: `INSERT INTO platform.oauth_codes
                  (code, client_id, user_id, subject, email, code_challenge, redirect_uri, scope, nonce, family_id,
-                  auth_time, expires_at, email_verified)
-               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12), $13
+                  auth_time, expires_at, email_verified, dpop_jkt)
+               SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now() + make_interval(secs => $12), $13, $14
                  FROM (SELECT ${userLockShared('$5::text')}) l
                 WHERE NOT ${isBlockedSql('$5::text')}`,
         values: [
@@ -87,6 +90,7 @@ export function createCodeStore(pool: Pool): CodeStore {
           r.authTime,
           CODE_TTL_SECONDS,
           r.emailVerified,
+          r.dpopJkt ?? null,
         ],
       });
       return rowCount === 1;
@@ -109,7 +113,7 @@ export function createCodeStore(pool: Pool): CodeStore {
                  FROM prev
                 WHERE c.code = prev.code
             RETURNING c.client_id, c.user_id, c.subject, c.email, c.email_verified, c.code_challenge, c.redirect_uri, c.scope, c.nonce,
-                      c.family_id, c.auth_time, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use,
+                      c.family_id, c.auth_time, c.dpop_jkt, c.expires_at <= now() AS expired, prev.consumed_at IS NULL AS first_use,
                       c.revoked_at IS NOT NULL AS revoked, ${isBlockedSql('c.email')} AS blocked,
                       ${IAT_SQL} AS iat`,
         values: [codeHash],
@@ -128,6 +132,7 @@ export function createCodeStore(pool: Pool): CodeStore {
         nonce: r.nonce ?? undefined,
         familyId: r.family_id,
         authTime: Number(r.auth_time),
+        dpopJkt: r.dpop_jkt ?? undefined,
         expired: r.expired,
         firstUse: r.first_use,
         revoked: r.revoked,

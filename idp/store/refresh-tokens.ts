@@ -21,6 +21,8 @@ export interface Grant {
   authTime: number;
   /** users."emailVerified" was set when the user signed in (the id_token's email_verified). */
   emailVerified: boolean;
+  /** DPoP (RFC 9449): the key the family is bound to (set at issuance, never later); absent: unbound. */
+  dpopJkt?: string;
 }
 
 /** What is written alongside every issued refresh token: the access token's audit row. */
@@ -29,6 +31,11 @@ export interface Issuance {
   grantType: 'authorization_code' | 'refresh_token' | 'urn:ietf:params:oauth:grant-type:device_code';
   /** Scope of the access token (may be narrower than the grant's on refresh). */
   scope?: string;
+  /**
+   * rotate(): the key of the request's DPoP proof. A bound family rotates only with its own key; otherwise
+   * `invalid`, checked before the retry window (nothing revoked, no sibling).
+   */
+  dpopJkt?: string;
 }
 
 export interface NewToken {
@@ -92,6 +99,7 @@ interface GrantRow {
   scope: string;
   auth_time: string;
   email_verified: boolean;
+  dpop_jkt: string | null;
 }
 
 const toGrant = (r: GrantRow): Grant => ({
@@ -103,6 +111,7 @@ const toGrant = (r: GrantRow): Grant => ({
   scope: r.scope,
   authTime: Number(r.auth_time),
   emailVerified: r.email_verified,
+  ...(r.dpop_jkt ? { dpopJkt: r.dpop_jkt } : {}),
 });
 
 export interface RefreshStoreOptions {
@@ -136,10 +145,10 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
   // The family row is locked (FOR SHARE) and checked in the same statement that rotates: a revocation that
   // updated it first makes this statement wait, re-check `revoked_at IS NULL` on the new row version and
   // rotate nothing; one that comes later waits for this statement's commit and then sees its successor.
-  // $1 hash · $2 new id · $3 new hash · $4 jti · $5 grant type · $6 narrowed scope · $7 client; iat is now(): the
-  // statement's start, or the start of the caller's transaction.
+  // $1 hash · $2 new id · $3 new hash · $4 jti · $5 grant type · $6 narrowed scope · $7 client · $8 the DPoP
+  // proof's key (a bound family needs its own); iat is now(): the statement's start, or the caller's transaction's.
   const familyLocked = (mode: 'SHARE' | 'NO KEY UPDATE') => `
-    SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked
+    SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked, f.dpop_jkt
       FROM platform.refresh_families f
      WHERE f.id = (SELECT t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = $1)
        FOR ${mode} OF f`;
@@ -149,7 +158,8 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
       UPDATE platform.refresh_tokens r
          SET rotated_to = $2, rotated_at = now(), rotations = 1
        WHERE r.token_hash = $1
-         AND r.family_id = (SELECT id FROM fam WHERE NOT family_revoked AND NOT blocked)
+         AND r.family_id = (SELECT id FROM fam WHERE NOT family_revoked AND NOT blocked
+                                                 AND (dpop_jkt IS NULL OR dpop_jkt = $8::text))
          AND r.client_id = $7 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
          AND r.expires_at > now() ${userExists}
          AND ($6::text IS NULL OR string_to_array($6::text, ' ') <@ string_to_array(r.scope, ' '))
@@ -162,15 +172,16 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
       SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
              now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
     ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})
-    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat FROM old`;
+    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
+           (SELECT dpop_jkt FROM fam) AS dpop_jkt FROM old`;
 
   return {
     async issue(tx, g, t, i) {
       await tx.query({
         name: 'refresh_issue',
         text: `WITH fam AS (
-                 INSERT INTO platform.refresh_families (id, user_id, subject, email, client_id)
-                 VALUES ($3, $8, $9, $10, $11)
+                 INSERT INTO platform.refresh_families (id, user_id, subject, email, client_id, dpop_jkt)
+                 VALUES ($3, $8, $9, $10, $11, $15)
                ), ins AS (
                  INSERT INTO platform.refresh_tokens
                         (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
@@ -194,12 +205,22 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
           g.scope,
           g.authTime,
           g.emailVerified,
+          g.dpopJkt ?? null,
         ],
       });
     },
 
     async rotate(hash, clientId, next, i, tx) {
-      const values = [hash, next.id, next.hash, i.jti, i.grantType, i.scope ?? null, clientId];
+      const values = [
+        hash,
+        next.id,
+        next.hash,
+        i.jti,
+        i.grantType,
+        i.scope ?? null,
+        clientId,
+        i.dpopJkt ?? null,
+      ];
       const fast = await (tx ?? pool).query<GrantRow & { iat: string }>({
         name: 'refresh_rotate',
         text: fastRotate,
@@ -253,10 +274,12 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
   async function rotateSlow(client: PoolClient, values: unknown[], clientId: string): Promise<RotateOutcome> {
     // The family first (the order every revocation and the fast path take locks in): exclusive among slow
     // rotations of the family, so two of them cannot both decide; then the token.
-    const { rows: fam } = await client.query<{ id: string; family_revoked: boolean; blocked: boolean }>(
-      familyLocked('NO KEY UPDATE'),
-      [values[0]],
-    );
+    const { rows: fam } = await client.query<{
+      id: string;
+      family_revoked: boolean;
+      blocked: boolean;
+      dpop_jkt: string | null;
+    }>(familyLocked('NO KEY UPDATE'), [values[0]]);
     const { rows } = await client.query<
       GrantRow & {
         id: string;
@@ -271,7 +294,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
       }
     >(
       `SELECT r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time,
-              r.email_verified, r.rotated_to, r.rotations,
+              r.email_verified, r.rotated_to, r.rotations, NULL::text AS dpop_jkt,
               r.revoked_at IS NOT NULL AS revoked, r.expires_at <= now() AS expired,
               r.rotated_at > now() - interval '${retrySeconds} seconds' AS in_window,
               true ${userExists} AS user_exists,
@@ -285,6 +308,11 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
     if (!r || !f) return { kind: 'invalid', reason: 'refresh token is unknown' };
     if (r.client_id !== clientId)
       return { kind: 'invalid', reason: 'refresh token was issued to another client' };
+    // Before the retry window and reuse detection: without the key, a bound token (rotated out or not) gets
+    // nothing and changes nothing.
+    if (f.dpop_jkt !== null && f.dpop_jkt !== values[7])
+      return { kind: 'invalid', reason: 'refresh token is DPoP-bound: a proof by its key is required' };
+    r.dpop_jkt = f.dpop_jkt;
     if (r.revoked || f.family_revoked) return { kind: 'invalid', reason: 'refresh token is revoked' };
     if (f.blocked) return { kind: 'invalid', reason: 'the user is blocked' };
     if (r.expired) return { kind: 'invalid', reason: 'refresh token is expired' };

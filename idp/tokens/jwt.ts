@@ -16,6 +16,8 @@ export interface AccessTokenClaims {
   jti: string;
   iat: number;
   exp: number;
+  /** DPoP-bound (RFC 9449 §6.1): the thumbprint of the key a proof must be signed with. */
+  cnf?: { jkt: string };
 }
 
 export interface IdTokenClaims {
