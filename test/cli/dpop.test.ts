@@ -2,12 +2,12 @@
 // binds the code to it (`dpop_jkt`) and the tokens (`cnf.jkt`), keeps it in the 0600 credentials, and `platform
 // call` presents the token with a proof; the printed token is useless as Bearer, `platform token --proof` makes
 // the proof a script needs, and `--no-dpop` gives plain bearer tokens for scripts that want them.
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Credentials } from '../../cli/client/credentials.ts';
 import { call, errorOf } from '../gateway/helpers.ts';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
-import { jktOf } from '../helpers/dpop-client.ts';
+import { jktOf, keyOfStoredLogin, postFormWithProof } from '../helpers/dpop-client.ts';
 import { sessionCookieName } from '../helpers/oauth.ts';
 import { startPlatform } from '../helpers/processes.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
@@ -109,7 +109,6 @@ describe('platform login with DPoP', () => {
 
   it('refreshes with a proof: the new tokens stay bound to the same key', async () => {
     const before = await stored();
-    const { writeFile } = await import('node:fs/promises');
     await writeFile(
       home.credentials,
       JSON.stringify({ ...before, expires_at: Math.floor(Date.now() / 1000) + 30 }),
@@ -138,8 +137,7 @@ describe('platform login with DPoP', () => {
     });
     expect(asBearer.status).toBe(200);
     // The replaced bound sign-in was revoked: its refresh token no longer works, even with its key.
-    const { dpopKeyFrom, postFormWithProof } = await import('../helpers/dpop-client.ts');
-    const key = await dpopKeyFrom({ ...bound.dpop_key!.jwk, alg: bound.dpop_key!.alg });
+    const key = await keyOfStoredLogin(bound);
     const r = await postFormWithProof(
       `${stack.idp.issuer}/oauth/token`,
       { grant_type: 'refresh_token', refresh_token: bound.refresh_token, client_id: 'platform-cli' },

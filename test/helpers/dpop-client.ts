@@ -33,6 +33,13 @@ export async function dpopKeyFrom(jwk: JWK): Promise<TestDpopKey> {
   return { session, jwk, thumbprint };
 }
 
+/** The key `platform login` stored with its credentials (`dpop_key`), to sign as the CLI would. */
+export function keyOfStoredLogin(creds: {
+  dpop_key?: { alg: string; jwk: JWK };
+}): Promise<TestDpopKey> | undefined {
+  return creds.dpop_key ? dpopKeyFrom({ ...creds.dpop_key.jwk, alg: creds.dpop_key.alg }) : undefined;
+}
+
 export interface FormAnswer {
   status: number;
   json: Record<string, unknown>;
