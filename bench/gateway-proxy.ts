@@ -20,10 +20,12 @@
 // references' binary, or `off`).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { calculateJwkThumbprint, type JWK } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
 import { findHaproxy, startHaproxy } from './gateway/haproxy.ts';
@@ -71,6 +73,8 @@ async function measure(
 interface Target {
   name: string;
   url: string;
+  /** The DPoP target: bound tokens and a fresh proof per request. */
+  dpop?: LoadSpec['dpop'];
   proxy: ChildProcess | undefined;
   runs: Measured[];
 }
@@ -97,8 +101,15 @@ async function orchestrate(): Promise<void> {
   const { duration, connections, redisUrl, rounds } = config;
 
   // The platform issuer's key set, served from here (one fetch by the gateway; never on the measured path).
-  const platform = await startBenchIssuer({ audience: AUDIENCE, service: SERVICE, users: 50 });
-  const { issuer, tokens, publicKey } = platform;
+  // One DPoP key per user for the DPoP target (its tokens carry cnf.jkt; proofs are signed by the load generator).
+  const dpopKeys = Array.from({ length: 50 }, () =>
+    generateKeyPairSync('ec', { namedCurve: 'P-256' }).privateKey.export({ format: 'jwk' }),
+  );
+  const jkts = await Promise.all(
+    dpopKeys.map(({ d: _d, ...pub }) => calculateJwkThumbprint(pub as JWK, 'sha256')),
+  );
+  const platform = await startBenchIssuer({ audience: AUDIENCE, service: SERVICE, users: 50, jkts });
+  const { issuer, tokens, boundTokens, publicKey } = platform;
 
   const children: ChildProcess[] = [];
   const scratch = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
@@ -147,6 +158,13 @@ async function orchestrate(): Promise<void> {
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
       { name: 'through the gateway', url: gateway.url, proxy: gateway.child, runs: [] },
       { name: 'gateway + 50-rule policy', url: withPolicy.url, proxy: withPolicy.child, runs: [] },
+      {
+        name: 'gateway, DPoP (ES256 proofs)',
+        url: gateway.url,
+        proxy: gateway.child,
+        runs: [],
+        dpop: { htu: `${gateway.url}/${SERVICE}/mcp`, keys: dpopKeys },
+      },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
     // (the issue's), and HAProxy doing the gateway's whole job. Each its own process, idle while not measured.
@@ -185,19 +203,31 @@ async function orchestrate(): Promise<void> {
 
     // One request per token first through each proxy (key-set fetch, token cache), then a short warm-up of
     // each target (JIT).
-    for (const t of targets.slice(1)) await firstRequests(t.url, tokens);
+    for (const t of targets.slice(1)) if (!t.dpop) await firstRequests(t.url, tokens);
     const warm = Math.min(3, duration);
-    for (const t of targets) await load({ url: t.url, tokens, connections, duration: warm });
+    const tokensOf = (t: Target) => (t.dpop ? boundTokens : tokens);
+    for (const t of targets)
+      await load({ url: t.url, tokens: tokensOf(t), connections, duration: warm, dpop: t.dpop });
 
     // Alternate the targets in short rounds: the machine is shared (a VM), and a slow patch that lands in one
     // long run would otherwise be read as a proxy's cost or its saving.
     const slice = duration / rounds;
     for (let i = 0; i < rounds; i++) {
       for (const t of targets) {
-        t.runs.push(await measure({ url: t.url, tokens, connections, duration: slice }, [upstream, t.proxy]));
+        t.runs.push(
+          await measure({ url: t.url, tokens: tokensOf(t), connections, duration: slice, dpop: t.dpop }, [
+            upstream,
+            t.proxy,
+          ]),
+        );
       }
     }
-    const [direct, through, policed] = targets.map((t) => combine(t.runs)) as [Measured, Measured, Measured];
+    const [direct, through, policed, dpop] = targets.map((t) => combine(t.runs)) as [
+      Measured,
+      Measured,
+      Measured,
+      Measured,
+    ];
     const perRound = (t: Target) =>
       t.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[0]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
@@ -242,6 +272,11 @@ async function orchestrate(): Promise<void> {
       ).toFixed(
         3,
       )}× (gateway alone: +${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request)`,
+      `ratio DPoP / Bearer (same gateway, same run): ${(dpop.requestsPerSecond / through.requestsPerSecond).toFixed(3)}×; per round: ${targets[3]!.runs
+        .map((r, i) => `${(r.requestsPerSecond / targets[1]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
+        .join(
+          ', ',
+        )}; gateway CPU per DPoP request +${(dpop.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs over Bearer (proof verify + replay SET NX EX; split: node bench/dpop-cost.ts)`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.

@@ -1,5 +1,6 @@
 // The benchmark's load generator, run by bench/gateway-proxy.ts (pinned to core 1) with a JSON LoadSpec as its
 // argument; prints one JSON LoadResult line.
+import { createHash, createPrivateKey, type JsonWebKey, sign } from 'node:crypto';
 import { processEnv } from '../../cli/config.ts';
 import { loadGatewayBenchConfig } from '../config.ts';
 import { runRawLoad } from '../lib/raw-load.ts';
@@ -55,16 +56,22 @@ async function runAutocannon(spec: LoadSpec): Promise<void> {
 async function runLoad(spec: LoadSpec): Promise<void> {
   const target = new URL(spec.url);
   const body = Buffer.from(REQUEST_BODY);
-  const requests = spec.tokens.map((t) =>
+  const request = (authorization: string) =>
     Buffer.concat([
       Buffer.from(
-        `POST /${SERVICE}/mcp HTTP/1.1\r\nHost: ${target.host}\r\nAuthorization: Bearer ${t}\r\n` +
+        `POST /${SERVICE}/mcp HTTP/1.1\r\nHost: ${target.host}\r\nAuthorization: ${authorization}\r\n` +
           'Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n' +
           `Content-Length: ${body.length}\r\n\r\n`,
       ),
       body,
-    ]),
-  );
+    ]);
+  let requests: Buffer[] | ((n: number) => Buffer);
+  if (spec.dpop) {
+    // A fresh proof per request (the gateway accepts each once), signed here on the load generator's core.
+    const proofs = dpopProofs(spec.dpop.keys, spec.tokens, spec.dpop.htu);
+    const n = spec.tokens.length;
+    requests = (i) => request(`DPoP ${spec.tokens[i % n]}\r\nDPoP: ${proofs(i % n)}`);
+  } else requests = spec.tokens.map((t) => request(`Bearer ${t}`));
   const result = await runRawLoad({
     url: spec.url,
     requests,
@@ -73,6 +80,32 @@ async function runLoad(spec: LoadSpec): Promise<void> {
   });
   process.stdout.write(`${JSON.stringify(result)}\n`);
   process.exit(0);
+}
+
+/** Proof builders per token: ES256 over `{jti, htm, htu, iat, ath}` with node:crypto (synchronous, ~30 µs). */
+function dpopProofs(keys: JsonWebKey[], tokens: string[], htu: string): (i: number) => string {
+  const prepared = keys.map((jwk, i) => {
+    const { d: _d, ...pub } = jwk;
+    const header = Buffer.from(JSON.stringify({ alg: 'ES256', typ: 'dpop+jwt', jwk: pub })).toString(
+      'base64url',
+    );
+    const ath = createHash('sha256').update(tokens[i]!).digest('base64url');
+    return { key: createPrivateKey({ key: jwk, format: 'jwk' }), header, ath };
+  });
+  let counter = 0;
+  return (i) => {
+    const p = prepared[i]!;
+    const claims = {
+      jti: `${process.pid}-${counter++}`,
+      htm: 'POST',
+      htu,
+      iat: Math.floor(Date.now() / 1000),
+      ath: p.ath,
+    };
+    const input = `${p.header}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
+    const sig = sign('sha256', Buffer.from(input), { key: p.key, dsaEncoding: 'ieee-p1363' });
+    return `${input}.${sig.toString('base64url')}`;
+  };
 }
 
 const spec = JSON.parse(process.argv[2]!) as LoadSpec;

@@ -1,4 +1,5 @@
 // The benchmark's fixed shape, shared by the orchestrator, the upstream and the load generator.
+import type { JsonWebKey } from 'node:crypto';
 export const SERVICE = 'bench';
 export const AUDIENCE = 'https://platform.bench/api';
 
@@ -50,6 +51,8 @@ export const RESPONSE_BODY = JSON.stringify({
 export interface LoadSpec {
   url: string;
   tokens: string[];
+  /** DPoP: token i is bound to private JWK keys[i]; each request gets a fresh proof for htu (and POST). */
+  dpop?: { htu: string; keys: JsonWebKey[] };
   connections: number;
   duration: number;
 }

@@ -10,6 +10,8 @@ export interface BenchIssuer {
   issuer: string;
   /** Token i is for `bench-user-<i>` / `bench-<i>@example.com`, scope `openid email mcp:<service>`. */
   tokens: string[];
+  /** With `jkts`: token i bound (`cnf.jkt`) to DPoP key i, otherwise as `tokens[i]`. */
+  boundTokens: string[];
   publicKey: KeyObject;
   close(): void;
 }
@@ -18,6 +20,8 @@ export async function startBenchIssuer(o: {
   audience: string;
   service: string;
   users: number;
+  /** DPoP key thumbprints, one per user: `boundTokens` carry them as `cnf.jkt`. */
+  jkts?: readonly string[];
 }): Promise<BenchIssuer> {
   const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const kid = `bench-${randomUUID()}`;
@@ -29,22 +33,25 @@ export async function startBenchIssuer(o: {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const now = Math.floor(Date.now() / 1000);
-  const tokens = await Promise.all(
-    Array.from({ length: o.users }, (_, i) =>
-      new SignJWT({
-        iss: issuer,
-        aud: o.audience,
-        sub: `bench-user-${i}`,
-        email: `bench-${i}@example.com`,
-        scope: `openid email mcp:${o.service}`,
-        client_id: 'platform-cli',
-        jti: randomUUID(),
-        iat: now,
-        exp: now + 3600,
-      })
-        .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
-        .sign(privateKey),
-    ),
-  );
-  return { issuer, tokens, publicKey, close: () => server.close() };
+  const mint = (i: number, extra: Record<string, unknown> = {}) =>
+    new SignJWT({
+      iss: issuer,
+      aud: o.audience,
+      sub: `bench-user-${i}`,
+      email: `bench-${i}@example.com`,
+      scope: `openid email mcp:${o.service}`,
+      client_id: 'platform-cli',
+      jti: randomUUID(),
+      iat: now,
+      exp: now + 3600,
+      ...extra,
+    })
+      .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
+      .sign(privateKey);
+  const users = Array.from({ length: o.users }, (_, i) => i);
+  const tokens = await Promise.all(users.map((i) => mint(i)));
+  const boundTokens = o.jkts
+    ? await Promise.all(users.map((i) => mint(i, { cnf: { jkt: o.jkts![i] } })))
+    : [];
+  return { issuer, tokens, boundTokens, publicKey, close: () => server.close() };
 }

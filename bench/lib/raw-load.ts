@@ -30,8 +30,11 @@ function responseLength(buf: Buffer): number {
 
 export interface RawLoad {
   url: string;
-  /** Whole HTTP/1.1 requests; connection c starts with request c and walks the list. */
-  requests: readonly Buffer[];
+  /**
+   * Whole HTTP/1.1 requests; connection c starts with request c and walks the list. A function builds request
+   * n when it is sent (e.g. with a fresh DPoP proof).
+   */
+  requests: readonly Buffer[] | ((n: number) => Buffer);
   connections: number;
   /** Seconds. */
   duration: number;
@@ -59,7 +62,7 @@ export async function runRawLoad(spec: RawLoad): Promise<LoadResult> {
             return;
           }
           sentAt = performance.now();
-          socket.write(requests[next % requests.length]!);
+          socket.write(typeof requests === 'function' ? requests(next) : requests[next % requests.length]!);
           next += 1;
         };
         socket.on('connect', send);

@@ -1,0 +1,72 @@
+// The gateway's cost per DPoP request, split (docs/gateway.md § Performance): the proof's verification
+// (lib/dpop verifyDpopProof, ES256 and EdDSA, as the gateway calls it) and the replay cache (one Redis
+// `SET NX EX`: wall time of the round trip, and this process's CPU for it). One process, no HTTP.
+//   node bench/dpop-cost.ts        REDIS_URL (default redis://127.0.0.1:6379), BENCH_DPOP_N (default 3000)
+import { createHash, generateKeyPairSync, randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { exportJWK, SignJWT } from 'jose';
+import { processEnv } from '../cli/config.ts';
+import { GATEWAY_DPOP_ALGORITHMS } from '../gateway/dpop/check.ts';
+import { RedisDpopReplayStore, verifyDpopProof } from '../lib/dpop/index.ts';
+
+const env = processEnv();
+const N = Number(env.BENCH_DPOP_N ?? 3000);
+const HTU = 'https://mcp.example.test/bench/mcp';
+const TOKEN = 'x'.repeat(800);
+const ath = createHash('sha256').update(TOKEN).digest('base64url');
+
+/** µs of wall and of CPU per call of `f`, run `n` times one after another. */
+async function time(n: number, f: (i: number) => Promise<unknown>): Promise<{ wall: number; cpu: number }> {
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) await f(i);
+  const wall = ((performance.now() - t0) * 1000) / n;
+  const c = process.cpuUsage(cpu0);
+  return { wall, cpu: (c.user + c.system) / n };
+}
+
+async function proofs(kind: 'ec' | 'ed25519', alg: string, n: number): Promise<string[]> {
+  const { privateKey, publicKey } =
+    kind === 'ec' ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : generateKeyPairSync('ed25519');
+  const jwk = await exportJWK(publicKey);
+  const now = Math.floor(Date.now() / 1000);
+  return Promise.all(
+    Array.from({ length: n }, () =>
+      new SignJWT({ jti: randomUUID(), htm: 'POST', htu: HTU, iat: now, ath })
+        .setProtectedHeader({ alg, typ: 'dpop+jwt', jwk })
+        .sign(privateKey),
+    ),
+  );
+}
+
+const lines: string[] = [`DPoP cost per request, ${N} each, Node ${process.versions.node}`];
+for (const [kind, alg] of [
+  ['ec', 'ES256'],
+  ['ed25519', 'EdDSA'],
+] as const) {
+  const ps = await proofs(kind, alg, N + 200);
+  // Warm-up (JIT), then measured.
+  const o = { method: 'POST', url: HTU, accessToken: TOKEN, algorithms: GATEWAY_DPOP_ALGORITHMS };
+  await time(200, (i) => verifyDpopProof(ps[i]!, o));
+  const r = await time(N, (i) => verifyDpopProof(ps[200 + i]!, o));
+  lines.push(`proof verify ${alg}: ${r.cpu.toFixed(1)} µs CPU (${r.wall.toFixed(1)} µs wall)`);
+}
+const redis = new Redis(env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+const store = new RedisDpopReplayStore(redis);
+const run = randomUUID();
+await time(200, (i) => store.firstUse(`warm-${run}-${i}`, 'bench', 5));
+const r = await time(N, (i) => store.firstUse(`${run}-${i}`, 'bench', 5));
+lines.push(
+  `replay SET NX EX (one at a time): ${r.cpu.toFixed(1)} µs CPU in this process, ${r.wall.toFixed(1)} µs wall (round trip)`,
+);
+// 50 in flight, as under the gateway benchmark's 50 connections: ioredis pipelines them on one connection.
+const c0 = process.cpuUsage();
+const t0 = performance.now();
+for (let b = 0; b < N / 50; b++)
+  await Promise.all(Array.from({ length: 50 }, (_, i) => store.firstUse(`${run}-c-${b}-${i}`, 'bench', 5)));
+const cu = process.cpuUsage(c0);
+lines.push(
+  `replay SET NX EX (50 in flight): ${((cu.user + cu.system) / N).toFixed(1)} µs CPU per request, ${(((performance.now() - t0) * 1000) / N).toFixed(1)} µs wall per request`,
+);
+redis.disconnect();
+process.stdout.write(`${lines.join('\n')}\n`);
