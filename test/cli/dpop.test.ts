@@ -17,19 +17,23 @@ let stack: Stack;
 let user: SeededUser;
 let home: ConfigHome;
 
-beforeAll(async () => {
+/** A stack with one user, and a fresh config home; with `nonces`, the IdP and the gateway demand DPoP nonces. */
+async function start(nonces: boolean) {
+  const env: Record<string, string> = nonces ? { PLATFORM_DPOP_NONCE: 'on', GATEWAY_DPOP_NONCE: 'on' } : {};
   stack = await startStack({
+    idpEnv: env,
+    gatewayEnv: env,
     prepare: async (db) => {
       user = await seedUser(db.pool, { email: 'dora.dpop@example.com' });
     },
   });
   home = await tempConfigHome();
-}, 120_000);
+}
 
-afterAll(async () => {
+async function stop() {
   await home?.cleanup();
   await stack?.stop();
-});
+}
 
 const env = () => ({
   XDG_CONFIG_HOME: home.dir,
@@ -57,6 +61,9 @@ async function login(extra: string[] = []) {
 const mcp = () => `${stack.baseUrl}/platform/mcp`;
 
 describe('platform login with DPoP', () => {
+  beforeAll(() => start(false), 120_000);
+  afterAll(stop);
+
   it('binds the code and the tokens to a key of its own, kept 0600 with the credentials, and calls a tool with proofs', async () => {
     const { url, output } = await login();
     expect(output).not.toContain('warning');
@@ -147,5 +154,27 @@ describe('platform login with DPoP', () => {
     const proof = await runPlatform(['token', '--proof', '--method', 'GET', '--url', mcp()], env());
     expect(proof.code).toBe(1);
     expect(proof.stderr).toMatch(/not DPoP-bound/);
+  });
+});
+
+describe('with DPoP nonces demanded by the IdP and the gateway (use_dpop_nonce)', () => {
+  beforeAll(() => start(true), 120_000);
+  afterAll(stop);
+
+  it('login, refresh, call and logout each answer the nonce challenge once and go through', async () => {
+    await login();
+    expect((await stored()).token_type).toBe('DPoP');
+    const r = await runPlatform(['call', 'platform', 'whoami'], env());
+    expect(r, r.stderr).toMatchObject({ code: 0, stderr: '' });
+    expect(JSON.parse(r.stdout)).toMatchObject({ email: user.email });
+    const before = await stored();
+    await writeFile(
+      home.credentials,
+      JSON.stringify({ ...before, expires_at: Math.floor(Date.now() / 1000) + 30 }),
+    );
+    expect(await runPlatform(['token'], env())).toMatchObject({ code: 0, stderr: '' });
+    expect((await stored()).refresh_token).not.toBe(before.refresh_token);
+    const out = await runPlatform(['logout'], env());
+    expect(out).toMatchObject({ code: 0, stderr: '' });
   });
 });
