@@ -18,6 +18,10 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
     )
     .option('--no-browser', 'do not try to open a browser; only print the sign-in URL')
     .option('--device', 'sign in on another device (RFC 8628 device flow), for machines without a browser')
+    .option(
+      '--no-dpop',
+      'plain bearer tokens: no proof key (for scripts that send `platform token` as Bearer)',
+    )
     .action((flags: ClientFlags & { device?: boolean }) =>
       run(io, async () => {
         const config = loadClientConfig(processEnv(), flags);
@@ -30,13 +34,22 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
     .command('token')
     .description('print a valid access token, refreshing it silently when it is about to expire')
     .option('--token <token>', 'print this token instead (PLATFORM_TOKEN), for headless use')
-    .action((flags: ClientFlags) =>
+    .option('--proof', 'print a DPoP proof for one request with the token instead (needs --method and --url)')
+    .option('--method <method>', 'with --proof: the request method (htm)')
+    .option('--url <url>', 'with --proof: the request URL (htu; the query is left out)')
+    .option('--nonce <nonce>', 'with --proof: the DPoP-Nonce the server asked for')
+    .action((flags: ClientFlags & { proof?: boolean; method?: string; url?: string; nonce?: string }) =>
       run(io, async () => {
-        const token = await (await import('./token.ts')).accessToken(
-          loadClientConfig(processEnv(), flags),
-          io,
-        );
-        io.out(token);
+        const token = await import('./token.ts');
+        const config = loadClientConfig(processEnv(), flags);
+        if (!flags.proof && (flags.method || flags.url || flags.nonce)) {
+          throw new CliError('USAGE', '--method, --url and --nonce go with --proof', { exitCode: 2 });
+        }
+        if (!flags.proof) return io.out(await token.accessToken(config, io));
+        if (!flags.method || !flags.url) {
+          throw new CliError('USAGE', '--proof needs --method and --url', { exitCode: 2 });
+        }
+        io.out(await token.proofFor(config, { method: flags.method, url: flags.url, nonce: flags.nonce }));
       }),
     );
 

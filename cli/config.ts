@@ -26,6 +26,8 @@ export interface ClientConfig {
   openBrowser: boolean;
   /** The user's BROWSER command, else the platform's opener. */
   browserCommand: string | undefined;
+  /** Whether `platform login` binds the tokens to a new proof key (DPoP); `--no-dpop` turns it off. */
+  dpop: boolean;
 }
 
 export interface ClientFlags {
@@ -35,6 +37,8 @@ export interface ClientFlags {
   scope?: string;
   /** commander's `--no-browser` sets this to false. */
   browser?: boolean;
+  /** commander's `--no-dpop` sets this to false. */
+  dpop?: boolean;
 }
 
 const DEFAULT_LOGIN_TIMEOUT_SECONDS = 300;
@@ -65,6 +69,7 @@ export function loadClientConfig(env: Env, flags: ClientFlags = {}): ClientConfi
     loginTimeoutMs: seconds(env, 'PLATFORM_LOGIN_TIMEOUT', DEFAULT_LOGIN_TIMEOUT_SECONDS) * 1000,
     openBrowser: flags.browser !== false,
     browserCommand: optionalString(env, 'BROWSER'),
+    dpop: flags.dpop !== false,
   });
 }
 

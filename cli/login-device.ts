@@ -3,6 +3,7 @@ import { renderUnicodeCompact } from 'uqr';
 import yoctoSpinner from 'yocto-spinner';
 import { ADMIN_POWER_SCOPES } from '../lib/admin-powers.ts';
 import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
+import { keyForLogin, tokenRequestOptions } from './client/dpop.ts';
 import { CliError } from './client/errors.ts';
 import type { Io } from './client/io.ts';
 import { CLI_CLIENT_ID, describeOidcError, discoverIssuer, oauthErrorCode } from './client/oidc.ts';
@@ -35,6 +36,7 @@ export async function loginWithDevice(
   // them would only put a warning on the verification page).
   const offered = metadata.scopes_supported?.filter((s) => !ADMIN_POWER_SCOPES.includes(s)).join(' ');
   const scope = opts.scope ?? (offered || FALLBACK_SCOPE);
+  const dpop = await keyForLogin(config.dpop, metadata, io.err);
   const start = await oidc.initiateDeviceAuthorization(server, { scope }).catch((err: unknown) => {
     throw new CliError(
       'LOGIN_FAILED',
@@ -63,13 +65,18 @@ export async function loginWithDevice(
   }).start();
   let tokens: Awaited<ReturnType<typeof oidc.pollDeviceAuthorizationGrant>>;
   try {
-    tokens = await oidc.pollDeviceAuthorizationGrant(server, start);
+    tokens = await oidc.pollDeviceAuthorizationGrant(
+      server,
+      start,
+      undefined,
+      tokenRequestOptions(server, dpop),
+    );
   } catch (err) {
     spinner.error('Not signed in.');
     throw new CliError('LOGIN_FAILED', deviceFailure(err), { cause: err });
   }
   spinner.success('Approved.');
-  const creds = credentialsFromTokens(tokens, { issuer: metadata.issuer, clientId: CLI_CLIENT_ID });
+  const creds = credentialsFromTokens(tokens, { issuer: metadata.issuer, clientId: CLI_CLIENT_ID, dpop });
   const previous = await readCredentials(config.credentialsPath).catch(() => undefined);
   await writeCredentials(config.credentialsPath, creds);
   if (previous && previous.refresh_token !== creds.refresh_token) {

@@ -1,6 +1,7 @@
 import * as oidc from 'openid-client';
 import { openBrowser } from './client/browser.ts';
 import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
+import { keyForLogin, tokenRequestOptions } from './client/dpop.ts';
 import { CliError } from './client/errors.ts';
 import type { Io } from './client/io.ts';
 import { type Callback, CallbackTimeoutError, startLoopbackListener } from './client/loopback.ts';
@@ -29,7 +30,10 @@ export async function login(config: ClientConfig, io: Io): Promise<Credentials> 
     // --scope, else every scope the issuer offers: the issuer narrows it to what the user is entitled to
     // (`platform:admin` is offered, and granted only to the IdP's administrators).
     const scope = config.scope ?? (metadata.scopes_supported?.join(' ') || FALLBACK_SCOPE);
+    // DPoP: a new key for this login; `dpop_jkt` binds the code to it, so only this process can redeem it.
+    const dpop = await keyForLogin(config.dpop, metadata, io.err);
     const url = oidc.buildAuthorizationUrl(server, {
+      ...(dpop ? { dpop_jkt: dpop.thumbprint } : {}),
       redirect_uri: listener.redirectUri,
       scope,
       code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
@@ -59,18 +63,24 @@ export async function login(config: ClientConfig, io: Io): Promise<Credentials> 
         issRequired: metadata.authorization_response_iss_parameter_supported === true,
       });
       const tokens = await oidc
-        .authorizationCodeGrant(server, callback.url, {
-          pkceCodeVerifier: verifier,
-          expectedState: state,
-          expectedNonce: nonce,
-          idTokenExpected: scope.split(' ').includes('openid'),
-        })
+        .authorizationCodeGrant(
+          server,
+          callback.url,
+          {
+            pkceCodeVerifier: verifier,
+            expectedState: state,
+            expectedNonce: nonce,
+            idTokenExpected: scope.split(' ').includes('openid'),
+          },
+          undefined,
+          tokenRequestOptions(server, dpop),
+        )
         .catch((err: unknown) => {
           throw new CliError('LOGIN_FAILED', `the code exchange failed: ${describeOidcError(err)}`, {
             cause: err,
           });
         });
-      const creds = credentialsFromTokens(tokens, { issuer: metadata.issuer, clientId: CLI_CLIENT_ID });
+      const creds = credentialsFromTokens(tokens, { issuer: metadata.issuer, clientId: CLI_CLIENT_ID, dpop });
       const previous = await readCredentials(config.credentialsPath).catch(() => undefined);
       await writeCredentials(config.credentialsPath, creds);
       if (previous && previous.refresh_token !== creds.refresh_token) {

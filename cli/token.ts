@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client';
 import { type Credentials, readCredentials, writeCredentials } from './client/credentials.ts';
+import { boundThumbprint, type DpopKey, loadDpopKey, tokenRequestOptions } from './client/dpop.ts';
 import { CliError, LOGIN_HINT } from './client/errors.ts';
 import { withFileLock } from './client/file-lock.ts';
 import type { Io } from './client/io.ts';
@@ -48,11 +49,71 @@ export async function renewAccessToken(config: ClientConfig, io: Io, rejected: s
   });
 }
 
+/** An access token and, when it is DPoP-bound, the key whose proofs must go with every use of it. */
+export interface PresentedToken {
+  token: string;
+  dpop?: DpopKey;
+}
+
+/**
+ * `accessToken()` with its proof key: the stored login's key when its tokens are bound; for `--token` /
+ * PLATFORM_TOKEN, the stored key when the given token is bound to it (`cnf.jkt`), else none (Bearer).
+ */
+export async function presentedToken(config: ClientConfig, io: Io): Promise<PresentedToken> {
+  const token = await accessToken(config, io);
+  const stored = await readCredentials(config.credentialsPath).catch(() => undefined);
+  if (!stored?.dpop_key || (!config.token && stored.token_type !== 'DPoP')) return { token };
+  const key = await loadDpopKey(stored.dpop_key);
+  if (config.token && boundThumbprint(token) !== key.thumbprint) return { token };
+  return { token, dpop: key };
+}
+
+/**
+ * `platform token --proof`: a fresh DPoP proof for one request (`htm` = method, `htu` = url without its query,
+ * `ath` of the token). The token is the one `platform token` prints (`--token` when given), never refreshed
+ * here, so a proof made right after `platform token` matches the token it printed.
+ */
+export async function proofFor(
+  config: ClientConfig,
+  request: { method: string; url: string; nonce?: string },
+): Promise<string> {
+  if (!/^[A-Za-z]+$/.test(request.method)) {
+    throw new CliError('USAGE', `--method "${request.method}" is not an HTTP method`, { exitCode: 2 });
+  }
+  let url: URL;
+  try {
+    url = new URL(request.url);
+  } catch {
+    throw new CliError('USAGE', `--url "${request.url}" is not an absolute URL`, { exitCode: 2 });
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new CliError('USAGE', `--url "${request.url}" must be an http(s) URL`, { exitCode: 2 });
+  }
+  const stored = await readCredentials(config.credentialsPath);
+  if (!stored && !config.token) throw new CliError('NOT_LOGGED_IN', `not logged in: ${LOGIN_HINT}`);
+  const token = config.token ?? stored?.access_token ?? '';
+  const key = stored?.dpop_key ? await loadDpopKey(stored.dpop_key) : undefined;
+  if (!key || (config.token ? boundThumbprint(token) !== key.thumbprint : stored?.token_type !== 'DPoP')) {
+    throw new CliError(
+      'NOT_BOUND',
+      "the token is not DPoP-bound to the stored login's key: send it as `Authorization: Bearer`, no proof needed",
+    );
+  }
+  return key.session.buildProof({
+    htm: request.method,
+    htu: url,
+    accessToken: token,
+    ...(request.nonce ? { nonce: request.nonce } : {}),
+  });
+}
+
 function needsRefresh(creds: Credentials, now = Date.now() / 1000): boolean {
   return creds.expires_at - now <= REFRESH_MARGIN_SECONDS;
 }
 
 async function refresh(path: string, creds: Credentials, io: Io): Promise<Credentials> {
+  // A bound refresh token is refreshed with a proof by its key; the new tokens stay bound to it.
+  const key = creds.token_type === 'DPoP' && creds.dpop_key ? await loadDpopKey(creds.dpop_key) : undefined;
   let tokens: Awaited<ReturnType<typeof oidc.refreshTokenGrant>>;
   try {
     const server = await discoverIssuer(creds.issuer, {
@@ -60,7 +121,12 @@ async function refresh(path: string, creds: Credentials, io: Io): Promise<Creden
       warn: io.err,
       from: FROM_STORED_LOGIN,
     });
-    tokens = await oidc.refreshTokenGrant(server, creds.refresh_token);
+    tokens = await oidc.refreshTokenGrant(
+      server,
+      creds.refresh_token,
+      undefined,
+      tokenRequestOptions(server, key),
+    );
   } catch (err) {
     const code = oauthErrorCode(err);
     if (code !== undefined) {
@@ -86,6 +152,7 @@ async function refresh(path: string, creds: Credentials, io: Io): Promise<Creden
     issuer: creds.issuer,
     clientId: creds.client_id,
     previous: creds,
+    dpop: key,
   });
   await writeCredentials(path, next);
   return next;

@@ -1,12 +1,14 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { withDpop } from '@modelcontextprotocol/client';
 import type { Command } from 'commander';
 import { readCredentials } from '../client/credentials.ts';
+import type { DpopKey } from '../client/dpop.ts';
 import { CliError, describeError, isUnreachable, LOGIN_HINT } from '../client/errors.ts';
 import type { Io } from '../client/io.ts';
 import { FROM_STORED_LOGIN } from '../client/oidc.ts';
 import type { ClientConfig } from '../config.ts';
-import { accessToken, renewAccessToken } from '../token.ts';
+import { presentedToken, renewAccessToken } from '../token.ts';
 
 /** Seconds a JSON request to the admin API may take. Exports stream for as long as rows keep coming. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -33,15 +35,25 @@ export class AdminApi {
   readonly #storedScope: string | undefined;
   /** Set when the token came from the stored login, which can be refreshed once if the IdP refuses it. */
   readonly #renew: (() => Promise<string>) | undefined;
+  /** Bearer, or for a DPoP-bound token `Authorization: DPoP` plus a fresh proof per request (nonce retried once). */
+  readonly #fetchImpl: typeof fetch;
 
   private constructor(opts: {
     issuer: string;
     from: string;
     token: string;
+    dpop?: DpopKey;
     storedScope?: string;
     renew?: (rejected: string) => Promise<string>;
   }) {
     this.issuer = opts.issuer;
+    this.#fetchImpl = opts.dpop
+      ? (withDpop(opts.dpop.session, () => this.#token)(fetch) as typeof fetch)
+      : (url, init) => {
+          const headers = new Headers(init?.headers);
+          headers.set('authorization', `Bearer ${this.#token}`);
+          return fetch(url, { ...init, headers });
+        };
     this.#from = opts.from;
     this.#token = opts.token;
     this.#storedScope = opts.storedScope;
@@ -58,13 +70,14 @@ export class AdminApi {
     const stored = config.token
       ? undefined
       : await readCredentials(config.credentialsPath).catch(() => undefined);
-    const token = await accessToken(config, io);
+    const { token, dpop } = await presentedToken(config, io);
     const [issuer, from] =
       !config.issuerGiven && stored ? [stored.issuer, FROM_STORED_LOGIN] : [config.issuer, config.issuerFrom];
     return new AdminApi({
       issuer,
       from,
       token,
+      dpop,
       storedScope: stored?.scope,
       renew: config.token ? undefined : (rejected) => renewAccessToken(config, io, rejected),
     });
@@ -129,11 +142,10 @@ export class AdminApi {
   }
 
   #send(url: string, method: string, body: unknown, signal: AbortSignal | undefined): Promise<Response> {
-    return fetch(url, {
+    return this.#fetchImpl(url, {
       method,
       signal,
       headers: {
-        authorization: `Bearer ${this.#token}`,
         accept: 'application/json',
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },

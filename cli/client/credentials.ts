@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { chmod, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { isStoredDpopKey, type StoredDpopKey } from './dpop.ts';
 import { CliError, LOGIN_HINT } from './errors.ts';
 
 /** What `platform login` stores and `platform token` reads: one issuer's tokens for the CLI client. */
@@ -13,6 +14,10 @@ export interface Credentials {
   expires_at: number;
   scope: string;
   id_token?: string;
+  /** `DPoP`: the tokens are bound to `dpop_key` (every use carries a proof by it); absent or `Bearer`: not. */
+  token_type?: 'DPoP' | 'Bearer';
+  /** The login's own proof key (private JWK): kept here, in the one 0600 file, so it is replaced with the tokens. */
+  dpop_key?: StoredDpopKey;
 }
 
 /** The stored credentials, or undefined when there is no file. A file that cannot be used is an error. */
@@ -46,7 +51,10 @@ function isCredentials(v: unknown): v is Credentials {
     typeof c.expires_at === 'number' &&
     Number.isFinite(c.expires_at) &&
     typeof c.scope === 'string' &&
-    (c.id_token === undefined || typeof c.id_token === 'string')
+    (c.id_token === undefined || typeof c.id_token === 'string') &&
+    (c.token_type === undefined || c.token_type === 'DPoP' || c.token_type === 'Bearer') &&
+    (c.dpop_key === undefined || isStoredDpopKey(c.dpop_key)) &&
+    (c.token_type !== 'DPoP' || c.dpop_key !== undefined)
   );
 }
 

@@ -25,7 +25,9 @@ export type CliErrorCode =
   /** A wrong argument on the command line. */
   | 'USAGE'
   /** The tool ran and reported an error, or the gateway refused the call. */
-  | 'CALL_FAILED';
+  | 'CALL_FAILED'
+  /** `platform token --proof` for a token that is not bound to the stored key. */
+  | 'NOT_BOUND';
 
 export const LOGIN_HINT = 'run `platform login`';
 

@@ -1,7 +1,7 @@
-import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { Client, StreamableHTTPClientTransport, withDpop } from '@modelcontextprotocol/client';
 import { isServiceName } from '../../lib/service-name.ts';
 import type { ClientConfig } from '../config.ts';
-import { accessToken, renewAccessToken } from '../token.ts';
+import { presentedToken, renewAccessToken } from '../token.ts';
 import { readCredentials } from './credentials.ts';
 import { CliError, describeError, isUnreachable, LOGIN_HINT } from './errors.ts';
 import type { Io } from './io.ts';
@@ -35,15 +35,23 @@ export async function withService<T>(
     });
   }
   const endpoint = new URL(`${config.gatewayUrl}/${service}/mcp`);
-  let token = await accessToken(config, io);
+  const presented = await presentedToken(config, io);
+  let token = presented.token;
   for (let attempt = 0; ; attempt++) {
     let refusal: GatewayRefusal | undefined;
     const bearer = token;
+    // A bound token goes as `Authorization: DPoP` with a fresh proof per request; the SDK's wrapper also
+    // answers a `use_dpop_nonce` challenge by signing again once with the nonce.
+    const send = presented.dpop
+      ? withDpop(presented.dpop.session, () => bearer)(fetch)
+      : (url: string | URL, init?: RequestInit) => {
+          const headers = new Headers(init?.headers);
+          headers.set('authorization', `Bearer ${bearer}`);
+          return fetch(url, { ...init, headers });
+        };
     const transport = new StreamableHTTPClientTransport(endpoint, {
       fetch: async (url, init) => {
-        const headers = new Headers(init?.headers);
-        headers.set('authorization', `Bearer ${bearer}`);
-        const res = await fetch(url, { ...init, headers });
+        const res = await send(url, init);
         // The last answer decides: a refused era probe followed by a good handshake is no refusal.
         refusal = res.status >= 400 ? await readRefusal(res.clone()) : undefined;
         return res;

@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client';
 import type { Credentials } from './credentials.ts';
+import { loadDpopKey, proofFetch } from './dpop.ts';
 import { CliError } from './errors.ts';
 import type { Io } from './io.ts';
 import { describeOidcError, discoverIssuer, FROM_STORED_LOGIN } from './oidc.ts';
@@ -17,6 +18,8 @@ export async function revokeSignIn(creds: Credentials, io: Io, what: string): Pr
       warn: io.err,
       from: FROM_STORED_LOGIN,
     });
+    // A bound sign-in's revocation carries a proof by its key, as every request with its tokens does.
+    if (creds.dpop_key) server[oidc.customFetch] = proofFetch(await loadDpopKey(creds.dpop_key));
     await oidc.tokenRevocation(server, creds.refresh_token, { token_type_hint: 'refresh_token' });
     if (creds.expires_at > Date.now() / 1000) {
       await oidc

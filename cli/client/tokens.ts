@@ -1,5 +1,6 @@
 import type * as oidc from 'openid-client';
 import type { Credentials } from './credentials.ts';
+import type { DpopKey } from './dpop.ts';
 import { CliError } from './errors.ts';
 
 type TokenResponse = oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelpers;
@@ -10,12 +11,16 @@ type TokenResponse = oidc.TokenEndpointResponse & oidc.TokenEndpointResponseHelp
  */
 export function credentialsFromTokens(
   tokens: TokenResponse,
-  ctx: { issuer: string; clientId: string; previous?: Credentials; now?: number },
+  ctx: { issuer: string; clientId: string; previous?: Credentials; dpop?: DpopKey; now?: number },
 ): Credentials {
   const now = ctx.now ?? Math.floor(Date.now() / 1000);
   const refresh = tokens.refresh_token ?? ctx.previous?.refresh_token;
   if (!refresh) throw new CliError('LOGIN_FAILED', 'the issuer returned no refresh token');
   const idToken = tokens.id_token ?? ctx.previous?.id_token;
+  // openid-client lowercases token_type. A proof the issuer ignored leaves plain bearer tokens: no key to keep.
+  const bound = tokens.token_type === 'dpop';
+  if (bound && !ctx.dpop)
+    throw new CliError('LOGIN_FAILED', 'the issuer answered DPoP to a request without a proof');
   return {
     issuer: ctx.issuer,
     client_id: ctx.clientId,
@@ -24,6 +29,7 @@ export function credentialsFromTokens(
     expires_at: expiresAt(tokens, now),
     scope: tokens.scope ?? ctx.previous?.scope ?? '',
     ...(idToken ? { id_token: idToken } : {}),
+    ...(bound && ctx.dpop ? { token_type: 'DPoP' as const, dpop_key: ctx.dpop.stored } : {}),
   };
 }
 

@@ -5,7 +5,7 @@ import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { Credentials } from '../../cli/client/credentials.ts';
 import type { SeededUser } from '../helpers/database.ts';
-import { postForm } from '../helpers/oauth.ts';
+import { keyOfStoredLogin, postFormWithProof } from '../helpers/dpop-client.ts';
 import { freePort, type IdpProcess, startPlatform } from '../helpers/processes.ts';
 import {
   AUTHORIZE_URL,
@@ -54,12 +54,13 @@ async function signInInBrowser(url: URL): Promise<string> {
   }
 }
 
-const refresh = (refreshToken: string) =>
-  postForm(`${idp.issuer}/oauth/token`, {
-    grant_type: 'refresh_token',
-    refresh_token: refreshToken,
-    client_id: 'platform-cli',
-  });
+/** A refresh as the stored login's holder makes it: with a proof by its key when the tokens are DPoP-bound. */
+const refresh = async (creds: Credentials) =>
+  postFormWithProof(
+    `${idp.issuer}/oauth/token`,
+    { grant_type: 'refresh_token', refresh_token: creds.refresh_token, client_id: 'platform-cli' },
+    await keyOfStoredLogin(creds),
+  );
 
 describe('platform login, token, logout against platform idp', () => {
   it('signs in through the browser, stores 0600 credentials, refreshes on expiry, revokes on logout', async () => {
@@ -111,7 +112,7 @@ describe('platform login, token, logout against platform idp', () => {
     expect(out.code).toBe(0);
     expect(out.stdout).toContain(`Logged out of ${idp.issuer}`);
     await expect(stat(home.credentials)).rejects.toMatchObject({ code: 'ENOENT' });
-    const reuse = await refresh(second.refresh_token);
+    const reuse = await refresh(second);
     expect(reuse.status).toBe(400);
     expect(reuse.json).toMatchObject({ error: 'invalid_grant' });
 
@@ -141,8 +142,8 @@ describe('platform login, token, logout against platform idp', () => {
     const after = await readStored();
     expect(after.refresh_token).not.toBe(before.refresh_token);
     // The replaced grant is gone at the issuer; the new one works.
-    expect((await refresh(before.refresh_token)).json).toMatchObject({ error: 'invalid_grant' });
-    const rotated = await refresh(after.refresh_token);
+    expect((await refresh(before)).json).toMatchObject({ error: 'invalid_grant' });
+    const rotated = await refresh(after);
     expect(rotated.status).toBe(200);
 
     // A replaced sign-in whose issuer cannot be reached: the login still succeeds and says what stays valid.

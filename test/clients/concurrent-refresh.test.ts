@@ -13,6 +13,7 @@ import { hashRefreshToken } from '../../idp/endpoints/token-response.ts';
 import { call, errorOf } from '../gateway/helpers.ts';
 import { registerClient, startCallbackServer } from '../helpers/clients.ts';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
+import { jktOf, newDpopKey, postFormWithProof, type TestDpopKey } from '../helpers/dpop-client.ts';
 import { CLI, exchangeCode, LOOPBACK, obtainCode, refresh, signIn } from '../helpers/oauth.ts';
 import { type ChainResult, startRefreshChain } from '../helpers/refresh-chain-process.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
@@ -65,6 +66,40 @@ async function signInWith(clientId: string, redirectUri: string) {
   expect(r.status).toBe(200);
   return r.json as { access_token: string; refresh_token: string };
 }
+
+/** A sign-in whose tokens are bound to `key` (the code exchanged with a proof by it). */
+async function signInBound(key: TestDpopKey) {
+  const c = await obtainCode({
+    issuer: iss(),
+    sessionToken: user.sessionToken,
+    params: {
+      client_id: publicClient.clientId,
+      redirect_uri: publicClient.redirectUri,
+      scope: 'openid email mcp:platform',
+    },
+  });
+  const r = await postFormWithProof(
+    `${iss()}/oauth/token`,
+    {
+      grant_type: 'authorization_code',
+      code: c.code,
+      code_verifier: c.verifier,
+      redirect_uri: c.redirectUri,
+      client_id: c.clientId,
+    },
+    key,
+  );
+  expect(r.status, r.text).toBe(200);
+  expect(r.json.token_type).toBe('DPoP');
+  return r.json as { access_token: string; refresh_token: string };
+}
+
+const refreshBound = (refreshToken: string, key: TestDpopKey | undefined) =>
+  postFormWithProof(
+    `${iss()}/oauth/token`,
+    { grant_type: 'refresh_token', refresh_token: refreshToken, client_id: publicClient.clientId },
+    key,
+  );
 
 async function familyOf(refreshToken: string) {
   const { rows } = await stack.db.pool.query<{ id: string; revoked_reason: string | null; revoked: number }>(
@@ -206,5 +241,52 @@ describe('outside the window', () => {
     expect((await refresh(iss(), t.refresh_token)).json.error).toBe('invalid_grant');
     expect(await familyOf(t.refresh_token)).toMatchObject({ revoked_reason: 'reuse detected' });
     expect((await refresh(iss(), sibling.json.refresh_token as string)).json.error).toBe('invalid_grant');
+  });
+});
+
+describe('a DPoP-bound client (RFC 9449)', () => {
+  it('two processes holding the key refresh the same bound token at once and both keep working chains, with proofs', async () => {
+    const key = await newDpopKey();
+    const first = await signInBound(key);
+    expect(jktOf(first.access_token)).toBe(key.thumbprint);
+    const processes = [0, 1].map(() =>
+      startRefreshChain({
+        issuer: iss(),
+        clientId: publicClient.clientId,
+        refreshToken: first.refresh_token,
+        gatewayUrl: stack.baseUrl,
+        rounds: 20,
+        callEvery: 10,
+        dpopJwk: key.jwk,
+      }),
+    );
+    await Promise.all(processes.map((p) => p.ready));
+    for (const p of processes) p.go();
+    const chains = await Promise.all(processes.map((p) => p.result));
+    for (const c of chains) {
+      expect(c.refused).toBeUndefined();
+      expect(c.refreshes).toBe(21);
+      expect(c.calls).toEqual(Array(3).fill(`${user.email} ${publicClient.clientId}`));
+      for (const t of c.accessTokens) expect(jktOf(t)).toBe(key.thumbprint);
+    }
+    expect(await familyOf(first.refresh_token)).toMatchObject({ revoked_reason: null, revoked: 0 });
+  }, 180_000);
+
+  it("a thief's replay of a bound rotated-out refresh token, inside the retry window, without the key or with another key, gets invalid_grant and changes nothing", async () => {
+    const key = await newDpopKey();
+    const t = await signInBound(key);
+    const next = await refreshBound(t.refresh_token, key);
+    expect(next.status).toBe(200);
+    const thief = await newDpopKey();
+    for (const attempt of [undefined, thief]) {
+      const replay = await refreshBound(t.refresh_token, attempt);
+      expect(replay.status).toBe(400);
+      expect(replay.json.error).toBe('invalid_grant');
+    }
+    // Nothing changed: the family is live, no token revoked, and the holder refreshes on with its key.
+    expect(await familyOf(t.refresh_token)).toMatchObject({ revoked_reason: null, revoked: 0 });
+    expect((await refreshBound(next.json.refresh_token as string, key)).status).toBe(200);
+    // The holder's own second process (same key) is still inside the window.
+    expect((await refreshBound(t.refresh_token, key)).status).toBe(200);
   });
 });

@@ -2,10 +2,13 @@
 // connections): started with the token it holds, it waits for `go` on stdin, refreshes `rounds + 1` times from
 // what it got (the first presentation is the shared token), calls the `whoami` tool through the gateway with the
 // access token every `callEvery` rotations, and prints its result as one JSON line. Run directly, it is the child;
-// imported, `startRefreshChain` spawns one.
+// imported, `startRefreshChain` spawns one. With `dpopJwk` (the client's DPoP key, shared by its processes),
+// every refresh and every tool call carries a fresh proof by it.
 import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import type { JWK } from 'jose';
+import { dpopFetch, dpopKeyFrom, postFormWithProof, type TestDpopKey } from './dpop-client.ts';
 
 export interface ChainConfig {
   issuer: string;
@@ -15,6 +18,8 @@ export interface ChainConfig {
   gatewayUrl: string;
   rounds: number;
   callEvery: number;
+  /** The private JWK (with `alg`) of the key the tokens are bound to. */
+  dpopJwk?: JWK;
 }
 
 export interface ChainResult {
@@ -59,14 +64,17 @@ export function startRefreshChain(cfg: ChainConfig): RefreshChain {
   return { ready, go: () => child.stdin.end('go\n'), result };
 }
 
-async function whoami(gatewayUrl: string, token: string): Promise<string> {
+async function whoami(gatewayUrl: string, token: string, key?: TestDpopKey): Promise<string> {
   const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
   const { StreamableHTTPClientTransport } = await import(
     '@modelcontextprotocol/sdk/client/streamableHttp.js'
   );
-  const transport = new StreamableHTTPClientTransport(new URL(`${gatewayUrl}/platform/mcp`), {
-    requestInit: { headers: { authorization: `Bearer ${token}` } },
-  });
+  const transport = new StreamableHTTPClientTransport(
+    new URL(`${gatewayUrl}/platform/mcp`),
+    key
+      ? { fetch: dpopFetch(key.session, () => token) }
+      : { requestInit: { headers: { authorization: `Bearer ${token}` } } },
+  );
   const client = new Client({ name: 'concurrent-refresh', version: '1.0.0' });
   try {
     await client.connect(transport);
@@ -88,27 +96,23 @@ async function whoami(gatewayUrl: string, token: string): Promise<string> {
 async function runChild(cfg: ChainConfig): Promise<ChainResult> {
   const out: ChainResult = { refreshes: 0, calls: [], refreshTokens: [], accessTokens: [] };
   let current = cfg.refreshToken;
+  const key = cfg.dpopJwk ? await dpopKeyFrom(cfg.dpopJwk) : undefined;
   for (let round = 0; round <= cfg.rounds; round++) {
-    const res = await fetch(`${cfg.issuer}/oauth/token`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({
-        grant_type: 'refresh_token',
-        refresh_token: current,
-        client_id: cfg.clientId,
-      }),
-    });
-    const text = await res.text();
+    const res = await postFormWithProof(
+      `${cfg.issuer}/oauth/token`,
+      { grant_type: 'refresh_token', refresh_token: current, client_id: cfg.clientId },
+      key,
+    );
     if (res.status !== 200) {
-      out.refused = `round ${round}: ${res.status} ${text}`;
+      out.refused = `round ${round}: ${res.status} ${res.text}`;
       return out;
     }
-    const json = JSON.parse(text) as { access_token: string; refresh_token: string };
+    const json = res.json as { access_token: string; refresh_token: string };
     out.refreshes++;
     out.refreshTokens.push(json.refresh_token);
     out.accessTokens.push(json.access_token);
     current = json.refresh_token;
-    if (round % cfg.callEvery === 0) out.calls.push(await whoami(cfg.gatewayUrl, json.access_token));
+    if (round % cfg.callEvery === 0) out.calls.push(await whoami(cfg.gatewayUrl, json.access_token, key));
   }
   return out;
 }
