@@ -53,6 +53,7 @@ const GRANT_TYPES = new Set([
   'authorization_code',
   'refresh_token',
   'urn:ietf:params:oauth:grant-type:device_code',
+  'client_credentials',
 ]);
 
 /** A grant_type label from a client-supplied value: the known ones, else `other`. */

@@ -21,7 +21,7 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     device_authorization_endpoint: `${i}/oauth/device_authorization`,
-    grant_types_supported: ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT],
+    grant_types_supported: ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT, 'client_credentials'],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256'],
     token_endpoint_auth_methods_supported: [...AUTH_METHODS],

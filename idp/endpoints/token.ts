@@ -11,8 +11,10 @@ import {
   InvalidRequestError,
   InvalidScopeError,
   OAuthError,
+  UnauthorizedClientError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
+import { CLIENT_CREDENTIALS, clientCredentialsGrant, MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { grantTypeLabel } from '../metrics.ts';
 import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
@@ -49,7 +51,8 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 
 /**
  * POST /oauth/token: authorization_code, refresh_token and device_code grants, for public clients (client_id
- * only) and confidential ones (idp/client-auth). PKCE is mandatory for every client.
+ * only) and confidential ones (idp/client-auth), PKCE mandatory; client_credentials for machine clients
+ * (idp/machine-clients).
  */
 export const token: Endpoint = async (ctx, x) => {
   // PLATFORM_DPOP_NONCE=on: every answer, success or error, carries the nonce to use next (RFC 9449 §8).
@@ -70,9 +73,18 @@ export const token: Endpoint = async (ctx, x) => {
   if (resource !== undefined) validateResource(ctx.config, resource);
 
   const grantType = form.get('grant_type');
+  // A machine client gets tokens with client_credentials only; no other client may use that grant.
+  const machine = client.type === MACHINE_CLIENT_TYPE;
+  if (grantType && (grantType === CLIENT_CREDENTIALS) !== machine)
+    throw new UnauthorizedClientError(
+      machine
+        ? 'a machine client may use only grant_type=client_credentials'
+        : 'client_credentials is for machine clients registered by an administrator',
+    );
   let body: Record<string, unknown>;
   try {
-    if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
+    if (grantType === CLIENT_CREDENTIALS) body = await clientCredentialsGrant(ctx, x, form, clientId, jkt);
+    else if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
     else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId, jkt);
     else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log, jkt);
     else if (!grantType) throw new InvalidRequestError('grant_type is missing');
