@@ -119,9 +119,11 @@ export async function clientCredentialsGrant(
   form: ReadonlyMap<string, string>,
   clientId: string,
   jkt: string | undefined,
+  /** The issuance audit's grant_type: client_credentials, or jwt-bearer for a workload assertion. */
+  grantType = CLIENT_CREDENTIALS,
 ): Promise<Record<string, unknown>> {
   if (form.has('refresh_token') || form.has('code'))
-    throw new InvalidRequestError('client_credentials takes no code or refresh_token');
+    throw new InvalidRequestError(`${grantType} takes no code or refresh_token`);
   const asked = parseScope(form.get('scope'));
   const issued = await inTransaction(ctx.pool, async (tx) => {
     const { rows } = await tx.query<{ email: string; services: string[]; revoked: boolean; iat: string }>(
@@ -152,11 +154,11 @@ export async function clientCredentialsGrant(
       `INSERT INTO platform.issuance_audit
               (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
        VALUES (to_timestamp($1), $2, $3, $4, $4, $5, $4, $6, to_timestamp($1 + ${ACCESS_TTL_SECONDS}))`,
-      [iat, jti, CLIENT_CREDENTIALS, clientId, m.email, scope.join(' ')],
+      [iat, jti, grantType, clientId, m.email, scope.join(' ')],
     );
     return { email: m.email, scope: scope.join(' '), iat, jti };
   });
-  x.log.info({ clientId, scope: issued.scope }, 'machine token issued');
+  x.log.info({ clientId, grantType, scope: issued.scope }, 'machine token issued');
   const { issuer, audience } = ctx.config;
   return {
     access_token: ctx.signer.accessToken({
