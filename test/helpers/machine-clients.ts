@@ -58,3 +58,19 @@ export async function newMachineKey(): Promise<MachineKey> {
     },
   };
 }
+
+/** tools/list at an MCP URL through the gateway with a bearer: 200 while the token is live, 401 once it is cut. */
+export async function gatewayStatus(mcpUrl: string, token: string): Promise<number> {
+  const res = await fetch(mcpUrl, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-06-18',
+    },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+  });
+  await res.body?.cancel();
+  return res.status;
+}

@@ -11,7 +11,11 @@ import { runPlatform } from '../cli/support.ts';
 import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
 import { seedUser } from '../helpers/database.ts';
 import { newDpopKey } from '../helpers/dpop.ts';
-import { type MachineKey, newMachineKey } from '../helpers/machine-clients.ts';
+import {
+  gatewayStatus as gatewayStatusAt,
+  type MachineKey,
+  newMachineKey,
+} from '../helpers/machine-clients.ts';
 import { postForm, signIn } from '../helpers/oauth.ts';
 import { toolJson } from '../tools/helpers.ts';
 
@@ -67,21 +71,7 @@ async function adminApi(method: string, path: string, body?: unknown) {
   return { status: res.status, json: (await res.json()) as Record<string, unknown> };
 }
 
-/** tools/list through the gateway with a bearer: 200 while the token is live, 401 once it is cut. */
-const gatewayStatus = async (token: string) => {
-  const res = await fetch(r.serverUrl('platform'), {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-06-18',
-    },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-  });
-  await res.body?.cancel();
-  return res.status;
-};
+const gatewayStatus = (token: string) => gatewayStatusAt(r.serverUrl('platform'), token);
 
 describe('machine clients: client_credentials with private_key_jwt', () => {
   it('discovery lists client_credentials', async () => {

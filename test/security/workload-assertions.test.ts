@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPlatform } from '../cli/support.ts';
 import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
 import { seedUser } from '../helpers/database.ts';
-import { newMachineKey } from '../helpers/machine-clients.ts';
+import { gatewayStatus, newMachineKey } from '../helpers/machine-clients.ts';
 import { postForm, signIn } from '../helpers/oauth.ts';
 import { startPlatform, testSigningKeyPem } from '../helpers/processes.ts';
 
@@ -173,11 +173,7 @@ describe('workload assertions (jwt-bearer from a trusted workload issuer)', () =
       { HOME: '/nonexistent' },
     );
     expect(out.code).toBe(0);
-    const gateway = () =>
-      r.whoami(token).then(
-        () => 200,
-        () => 401,
-      );
+    const gateway = () => gatewayStatus(r.serverUrl('platform'), token);
     await expect.poll(gateway, { timeout: 1000, interval: 50 }).toBe(401);
     const again = await exchange(await ci.sign({ iss: CI, sub, aud: r.issuer }));
     expect(again.status).toBe(401);
