@@ -3,6 +3,7 @@ import { AdminApi, type Query } from './admin/api.ts';
 import { registerBlockCommands } from './admin/blocks.ts';
 import { registerEntitlementCommands } from './admin/entitlements.ts';
 import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
+import { registerMachineClientCommands } from './admin/machine-clients.ts';
 import { CliError } from './client/errors.ts';
 import { type Io, processIo } from './client/io.ts';
 import { type ClientFlags, loadClientConfig, processEnv } from './config.ts';
@@ -48,16 +49,18 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
       );
 
   /** Runs `fn` with a connected API; a CliError is one line and its exit code. */
-  const act = (fn: (api: AdminApi, flags: AdminFlags) => Promise<void>) => async (flags: AdminFlags) => {
-    try {
-      const api = await AdminApi.connect(loadClientConfig(processEnv(), flags), io);
-      await fn(api, flags);
-    } catch (err) {
-      if (!(err instanceof CliError)) throw err;
-      io.err(`platform: ${err.message}`);
-      process.exitCode = err.exitCode;
-    }
-  };
+  const act =
+    <F = AdminFlags>(fn: (api: AdminApi, flags: F) => Promise<void>) =>
+    async (flags: F) => {
+      try {
+        const api = await AdminApi.connect(loadClientConfig(processEnv(), flags as ClientFlags), io);
+        await fn(api, flags);
+      } catch (err) {
+        if (!(err instanceof CliError)) throw err;
+        io.err(`platform: ${err.message}`);
+        process.exitCode = err.exitCode;
+      }
+    };
 
   registerEntitlementCommands({ command, act, io });
   registerBlockCommands({ command, act, io });
@@ -225,27 +228,30 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
       }),
     );
 
-  command('clients', 'the clients the IdP knows: built in, registered, and metadata documents')
-    .option('--json', 'print the API answer as JSON')
-    .action(
-      act(async (api, flags) => {
-        const r = await api.json<{ items: object[] }>('GET', 'clients');
-        if (flags.json) return io.out(JSON.stringify(r.items, null, 2));
-        io.out(
-          table(
-            [
-              ['client', 'client_id'],
-              ['kind', 'kind'],
-              ['name', 'client_name'],
-              ['consents', 'consents'],
-              ['created', 'created_at'],
-              ['redirect URIs', 'redirect_uris'],
-            ],
-            r.items,
-          ),
-        );
-      }),
-    );
+  const clients = command(
+    'clients',
+    'the clients the IdP knows: built in, registered, machine, and metadata documents',
+  ).option('--json', 'print the API answer as JSON');
+  registerMachineClientCommands({ command, act, io }, clients);
+  clients.action(
+    act(async (api, flags) => {
+      const r = await api.json<{ items: object[] }>('GET', 'clients');
+      if (flags.json) return io.out(JSON.stringify(r.items, null, 2));
+      io.out(
+        table(
+          [
+            ['client', 'client_id'],
+            ['kind', 'kind'],
+            ['name', 'client_name'],
+            ['consents', 'consents'],
+            ['created', 'created_at'],
+            ['redirect URIs', 'redirect_uris'],
+          ],
+          r.items,
+        ),
+      );
+    }),
+  );
 
   command('keys', "the IdP's signing keys: published, and which one signs")
     .option('--json', 'print the API answer as JSON')

@@ -51,6 +51,8 @@ export interface IdpConfig {
     ca: string | undefined;
     pinned: ReadonlyMap<string, MetadataClient>;
   };
+  /** PLATFORM_TRUSTED_ISSUERS_FILE (idp/trusted-issuers): read at start-up and on SIGHUP; undefined: none. */
+  trustedIssuersFile: string | undefined;
   /** `open`: every user gets every service; `managed`: only services granted to the user's email or roles. */
   entitlements: 'open' | 'managed';
   /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
@@ -245,6 +247,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     logLevel: logLevel(env),
     metricsPort: metricsPort(env, idpPort),
     cimd: cimdConfig(env),
+    trustedIssuersFile: optionalString(env, 'PLATFORM_TRUSTED_ISSUERS_FILE'),
     entitlements: oneOf(env, 'PLATFORM_ENTITLEMENTS', ['open', 'managed'] as const, 'open'),
     rolesSql: rolesSql(env),
     adminEmails: adminEmails(env),

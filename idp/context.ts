@@ -20,6 +20,7 @@ import type { RefusalStore } from './store/refusals.ts';
 import type { SessionStore } from './store/sessions.ts';
 import type { JwtSigner } from './tokens/jwt.ts';
 import type { SigningKey } from './tokens/keys.ts';
+import type { TrustedIssuers } from './trusted-issuers/index.ts';
 
 /** Everything an endpoint may use; built once in app.ts, never a module global. */
 export interface IdpContext {
@@ -49,6 +50,8 @@ export interface IdpContext {
   rateLimiter: RateLimiter;
   /** For stores the admin API builds over the provider's tables. */
   pool: Pool;
+  /** PLATFORM_TRUSTED_ISSUERS_FILE's issuers (assertion grants); undefined: the file is not configured. */
+  trustedIssuers?: TrustedIssuers;
   /** DPoP proofs (RFC 9449): token endpoint, userinfo and admin API. */
   dpop: IdpDpop;
   /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */

@@ -53,6 +53,8 @@ const GRANT_TYPES = new Set([
   'authorization_code',
   'refresh_token',
   'urn:ietf:params:oauth:grant-type:device_code',
+  'client_credentials',
+  'urn:ietf:params:oauth:grant-type:jwt-bearer',
 ]);
 
 /** A grant_type label from a client-supplied value: the known ones, else `other`. */

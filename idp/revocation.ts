@@ -68,6 +68,11 @@ export interface RevocationService {
    * token reuse): a failure to publish is logged, not thrown (the next replay publishes it).
    */
   revokeFamily(o: { familyId: string; by: string; reason?: string; quiet?: boolean }): Promise<number>;
+  /**
+   * Ends a machine client (idp/machine-clients): marked revoked (waiting for an issuance under way, which locks
+   * the row), then its subject (the client id) cut off. False when no machine client has that id.
+   */
+  revokeClient(o: { clientId: string; by: string }): Promise<{ cutoff: number } | undefined>;
   /** Whether a token this provider issued is revoked (jti, subject or email cut-off, or a blocked user). */
   isRevoked(claims: TokenClaimsForCheck): Promise<boolean>;
   /** Writes every live revocation to the denylist again; returns how many entries were written. */
@@ -256,6 +261,28 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         for (const s of subjects) await publisher.denySubject(s, cutoff);
       });
       log.info({ email: e, subjects, by }, 'live tokens cut off');
+      return { cutoff };
+    },
+
+    async revokeClient({ clientId, by }) {
+      const cutoff = await inTransaction(pool, async (tx) => {
+        const r = await tx.query(
+          `UPDATE platform.machine_clients SET revoked_at = COALESCE(revoked_at, now()),
+                  revoked_by = COALESCE(revoked_by, $2) WHERE client_id = $1`,
+          [clientId, by],
+        );
+        if (r.rowCount !== 1) return undefined;
+        const { rows } = await tx.query<{ cutoff: string }>(
+          `WITH c AS (SELECT floor(extract(epoch FROM clock_timestamp()))::bigint AS cutoff)
+           INSERT INTO platform.revocations (kind, value, cutoff, expires_at, revoked_by)
+           SELECT 'sub', $1, c.cutoff, to_timestamp(c.cutoff + $2), $3 FROM c RETURNING cutoff`,
+          [clientId, SUB_CUTOFF_TTL_SECONDS, by],
+        );
+        return Number(rows[0]!.cutoff);
+      });
+      if (cutoff === undefined) return undefined;
+      await publish('client', () => publisher.denySubject(clientId, cutoff));
+      log.info({ clientId, by }, 'machine client revoked');
       return { cutoff };
     },
 

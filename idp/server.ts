@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { Redis } from 'ioredis';
+import { ConfigError } from '../lib/config.ts';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
@@ -33,6 +34,7 @@ import { createSessionStore } from './store/sessions.ts';
 import { createKeyPublicationStore } from './store/signing-keys.ts';
 import { JwtSigner } from './tokens/jwt.ts';
 import { loadSigningKeys } from './tokens/keys.ts';
+import { TrustedIssuers } from './trusted-issuers/index.ts';
 
 export interface RunningIdp {
   server: Server;
@@ -40,6 +42,8 @@ export interface RunningIdp {
   port: number;
   /** Drains and releases everything; `lingerMs` first hands kept-alive connections back (lib/lifecycle.ts `linger`). */
   close(opts?: { lingerMs?: number }): Promise<void>;
+  /** SIGHUP: re-reads PLATFORM_TRUSTED_ISSUERS_FILE (a bad file keeps the list in force). False when unchanged. */
+  reloadTrustedIssuers(): Promise<boolean>;
 }
 
 export interface IdpDeps {
@@ -85,6 +89,12 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
     throw new Error(`PLATFORM_OIDC_PRIVATE_KEY: ${err.message}`);
   });
+  const trustedIssuers =
+    config.trustedIssuersFile === undefined
+      ? undefined
+      : await TrustedIssuers.load(config.trustedIssuersFile, log).catch((err: Error) => {
+          throw new ConfigError('PLATFORM_TRUSTED_ISSUERS_FILE', err.message);
+        });
   const pool = createPool(config.databaseUrl, log, { max: 20, applicationName: 'platform-idp' });
   let redis: Redis | undefined;
   let revocations = deps.revocations;
@@ -163,6 +173,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       rateLimiter: deps.metrics ? countingRefusals(limiter, deps.metrics) : limiter,
       pool,
       metrics: deps.metrics,
+      trustedIssuers,
       csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
       // Nonces: keyed from the signing key, so every replica issues and accepts the same ones.
@@ -224,6 +235,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       server,
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
+      reloadTrustedIssuers: async () => (await trustedIssuers?.reload()) ?? false,
       async close(opts = {}) {
         stopPurge();
         restorer?.stop();

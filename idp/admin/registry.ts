@@ -2,15 +2,17 @@ import { CONSENT_EXEMPT_CLIENTS } from '../consent.ts';
 import { createKeyPublicationStore } from '../store/signing-keys.ts';
 import type { AdminHandler } from './route-table.ts';
 
-type ClientKind = 'builtin' | 'registered' | 'metadata';
+type ClientKind = 'builtin' | 'registered' | 'metadata' | 'machine';
 
 /** A Client ID Metadata Document client is named by its document's https URL. */
-const kindOf = (clientId: string): ClientKind =>
-  CONSENT_EXEMPT_CLIENTS.has(clientId)
-    ? 'builtin'
-    : clientId.startsWith('https://')
-      ? 'metadata'
-      : 'registered';
+const kindOf = (clientId: string, type?: string): ClientKind =>
+  type === 'machine'
+    ? 'machine'
+    : CONSENT_EXEMPT_CLIENTS.has(clientId)
+      ? 'builtin'
+      : clientId.startsWith('https://')
+        ? 'metadata'
+        : 'registered';
 
 /**
  * GET /admin/api/clients → {"items": [{"client_id", "client_name", "kind", "redirect_uris", "created_at",
@@ -19,15 +21,21 @@ const kindOf = (clientId: string): ClientKind =>
  */
 export const clientsRoute: AdminHandler = async ({ ctx }) => {
   const [{ rows }, consents] = await Promise.all([
-    ctx.pool.query<{ client_id: string; name: string; redirect_uris: string; created_at: Date }>(
-      'SELECT client_id, name, redirect_uris, created_at FROM platform.oauth_clients ORDER BY created_at, client_id',
+    ctx.pool.query<{
+      client_id: string;
+      name: string;
+      redirect_uris: string;
+      type: string;
+      created_at: Date;
+    }>(
+      'SELECT client_id, name, redirect_uris, type, created_at FROM platform.oauth_clients ORDER BY created_at, client_id',
     ),
     ctx.consents.countByClient(),
   ]);
   const items: Array<Record<string, unknown>> = rows.map((r) => ({
     client_id: r.client_id,
     client_name: r.name,
-    kind: kindOf(r.client_id),
+    kind: kindOf(r.client_id, r.type),
     redirect_uris: parseList(r.redirect_uris),
     created_at: r.created_at.toISOString(),
     consents: consents.get(r.client_id) ?? 0,

@@ -1,6 +1,7 @@
 import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
 import { blockRoute, listBlocksRoute, unblockRoute } from './blocks.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
+import { addMachineClientRoute, revokeClientRoute } from './machine-clients.ts';
 import { clientsRoute, keysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
 import type { AdminRoute } from './route-table.ts';
@@ -36,6 +37,8 @@ export const adminRoutes: readonly AdminRoute[] = [
     handler: withdrawConsentRoute,
   },
   { method: 'GET', path: '/admin/api/clients', action: 'read-clients', handler: clientsRoute },
+  { method: 'POST', path: '/admin/api/clients', action: 'add-client', handler: addMachineClientRoute },
+  { method: 'POST', path: '/admin/api/revoke-client', action: 'revoke-client', handler: revokeClientRoute },
   { method: 'GET', path: '/admin/api/keys', action: 'read-keys', handler: keysRoute },
   { method: 'GET', path: '/admin/api/entitlements', action: 'entitlements', handler: listEntitlementsRoute },
   { method: 'POST', path: '/admin/api/entitlements', action: 'grant', handler: grantRoute },

@@ -4,6 +4,7 @@ import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
 import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { IDP_DPOP_ALGORITHMS } from '../dpop/index.ts';
+import { JWT_BEARER_GRANT } from '../machine-clients/workload.ts';
 import { supportedScopes } from '../scopes.ts';
 
 /** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
@@ -21,7 +22,14 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     device_authorization_endpoint: `${i}/oauth/device_authorization`,
-    grant_types_supported: ['authorization_code', 'refresh_token', DEVICE_CODE_GRANT],
+    grant_types_supported: [
+      'authorization_code',
+      'refresh_token',
+      DEVICE_CODE_GRANT,
+      'client_credentials',
+      // Assertion grants (workload assertions for machine clients) when trusted issuers are configured.
+      ...(config.trustedIssuersFile === undefined ? [] : [JWT_BEARER_GRANT]),
+    ],
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256'],
     token_endpoint_auth_methods_supported: [...AUTH_METHODS],

@@ -11,8 +11,11 @@ import {
   InvalidRequestError,
   InvalidScopeError,
   OAuthError,
+  UnauthorizedClientError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
+import { CLIENT_CREDENTIALS, clientCredentialsGrant, MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
+import { JWT_BEARER_GRANT, workloadClient } from '../machine-clients/workload.ts';
 import { grantTypeLabel } from '../metrics.ts';
 import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
@@ -49,19 +52,28 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 
 /**
  * POST /oauth/token: authorization_code, refresh_token and device_code grants, for public clients (client_id
- * only) and confidential ones (idp/client-auth). PKCE is mandatory for every client.
+ * only) and confidential ones (idp/client-auth), PKCE mandatory; client_credentials for machine clients
+ * (idp/machine-clients).
  */
 export const token: Endpoint = async (ctx, x) => {
   // PLATFORM_DPOP_NONCE=on: every answer, success or error, carries the nonce to use next (RFC 9449 §8).
   ctx.dpop.offerNonce(x.res);
   const form = await readForm(x.req);
+  const grantType = form.get('grant_type');
   // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
   const client = await authenticateClient(ctx, x, form);
-  if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
-  const clientId = client.clientId;
+  // A workload assertion (jwt-bearer from a trusted `workload` issuer) names its machine client itself.
+  const workload =
+    grantType === JWT_BEARER_GRANT && ctx.trustedIssuers && (!client || client.type === MACHINE_CLIENT_TYPE)
+      ? await workloadClient(ctx, form)
+      : undefined;
+  if (workload && client && client.clientId !== workload)
+    throw new InvalidGrantError('the assertion stands for another machine client');
+  const clientId = client?.clientId ?? workload;
+  if (!clientId) throw new InvalidRequestError('client_id is required (or client authentication)');
   // DPoP (idp/dpop): a valid proof binds what this request issues to its key; jkt undefined: no proof.
   const jkt = await ctx.dpop.tokenProof(x);
-  if (!jkt && client.dpopBoundAccessTokens)
+  if (!jkt && client?.dpopBoundAccessTokens)
     throw new OAuthError(
       'invalid_dpop_proof',
       'this client is registered with dpop_bound_access_tokens: a DPoP proof is required',
@@ -69,10 +81,24 @@ export const token: Endpoint = async (ctx, x) => {
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
 
-  const grantType = form.get('grant_type');
+  // A machine client gets tokens with client_credentials (or a workload assertion) only; no other client may
+  // use client_credentials.
+  const machine = workload !== undefined || client?.type === MACHINE_CLIENT_TYPE;
+  if (
+    grantType &&
+    (machine ? grantType !== CLIENT_CREDENTIALS && !workload : grantType === CLIENT_CREDENTIALS)
+  )
+    throw new UnauthorizedClientError(
+      machine
+        ? 'a machine client may use only grant_type=client_credentials (or a workload assertion)'
+        : 'client_credentials is for machine clients registered by an administrator',
+    );
   let body: Record<string, unknown>;
   try {
-    if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
+    if (workload) body = await clientCredentialsGrant(ctx, x, form, clientId, jkt, JWT_BEARER_GRANT);
+    else if (grantType === CLIENT_CREDENTIALS)
+      body = await clientCredentialsGrant(ctx, x, form, clientId, jkt);
+    else if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
     else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId, jkt);
     else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log, jkt);
     else if (!grantType) throw new InvalidRequestError('grant_type is missing');
