@@ -3,7 +3,7 @@
 import { decodeJwt } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { seedUser } from '../helpers/database.ts';
-import { refresh, signIn } from '../helpers/oauth.ts';
+import { refresh, sessionCookieName, signIn } from '../helpers/oauth.ts';
 import { adminStack } from './admin-support.ts';
 
 const st = adminStack();
@@ -102,5 +102,17 @@ describe('platform admin grant --entity', () => {
       body: JSON.stringify({ entity: 'deal 9', permission: 'read', role: 'analyst' }),
     });
     expect(badEntity.status).toBe(400);
+  });
+
+  it('the console lists the entity grants that reach a user (read-only)', async () => {
+    const u = await seedUser(st.db.pool, { email: 'frank@example.com' });
+    await st.admin(['grant', '--entity', 'deal:77', '--permission', 'write', '--email', u.email]);
+    const res = await fetch(`${st.idp.issuer}/admin/users/${encodeURIComponent(u.email)}`, {
+      headers: { cookie: `${sessionCookieName(st.idp.issuer)}=${st.root.sessionToken}` },
+    });
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    expect(page).toContain('<h2>Entity grants</h2>');
+    expect(page).toMatch(/<td class="mono">deal:77<\/td><td>write<\/td><td>to the email, by /);
   });
 });
