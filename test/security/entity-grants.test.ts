@@ -89,7 +89,7 @@ const proposal = (dealId: string) => ({
   idempotency_key: randomUUID(),
 });
 
-const codeOf = (r: CallToolResult) => (toolJson(r).error as { code?: string } | undefined)?.code;
+const codeOf = (r: Parameters<typeof toolJson>[0]) => (toolJson(r).error as { code?: string } | undefined)?.code;
 
 async function userWith(grants: Array<[string, string]>) {
   const u = await seedUser(stack.db.pool);
@@ -245,6 +245,39 @@ describe('enforcement unset, and identity signatures v3 and v2 at a tool server'
     expect(await tampered.json()).toMatchObject({ error: { code: 'UNAUTHORIZED' } });
     const { 'x-platform-entitlements': _, ...stripped } = headers;
     expect((await send(stripped)).status).toBe(401);
+  });
+
+  it('DEALS_ENTITY_SQL maps a deal to its entity (enforcement on; no row: deal:<deal_id>)', async () => {
+    await stack.db.pool.query(
+      `CREATE TABLE public.deal_accounts_q1 (deal_id text PRIMARY KEY, account text NOT NULL);
+       INSERT INTO public.deal_accounts_q1 VALUES ('m1', 'account:acme')`,
+    );
+    const port = await freePort();
+    const p = startPlatform(['tool', 'deals'], {
+      DATABASE_URL: stack.db.url,
+      TOOL_IDENTITY_KEY: toolKey('deals'),
+      DEALS_MCP_PORT: String(port),
+      PLATFORM_ENTITY_ENFORCEMENT: 'on',
+      DEALS_ENTITY_SQL: 'SELECT account FROM public.deal_accounts_q1 WHERE deal_id = $1',
+    });
+    try {
+      await p.waitFor(/deals tool server listening/, 60_000);
+      const call = async (ent: Record<string, string[]>, dealId: string) => {
+        const id = identityFor(user, { entitlements: encodeEntitlements(ent) });
+        const c = await connectMcp(`http://127.0.0.1:${port}/deals/mcp`, id);
+        try {
+          return await c.call('propose_deal_closure', proposal(dealId));
+        } finally {
+          await c.close();
+        }
+      };
+      expect((await call({ 'account:acme': ['write'] }, 'm1')).isError).toBeFalsy();
+      expect(codeOf(await call({ 'deal:m1': ['write'] }, 'm1'))).toBe('entity_forbidden');
+      // Not in the table: the deal's own entity.
+      expect((await call({ 'deal:m2': ['write'] }, 'm2')).isError).toBeFalsy();
+    } finally {
+      await p.stop();
+    }
   });
 
   it('a DEALS_ENTITY_SQL the database refuses stops the start-up with its name', async () => {
