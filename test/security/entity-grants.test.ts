@@ -89,7 +89,8 @@ const proposal = (dealId: string) => ({
   idempotency_key: randomUUID(),
 });
 
-const codeOf = (r: Parameters<typeof toolJson>[0]) => (toolJson(r).error as { code?: string } | undefined)?.code;
+const codeOf = (r: Parameters<typeof toolJson>[0]) =>
+  (toolJson(r).error as { code?: string } | undefined)?.code;
 
 async function userWith(grants: Array<[string, string]>) {
   const u = await seedUser(stack.db.pool);
