@@ -229,22 +229,29 @@ async function refreshToken(
   let entitled: Awaited<ReturnType<typeof entitledRefreshScope>> | undefined;
   let outcome: RotateOutcome;
   let ent: EntClaims = {};
-  // The token's holder (undefined for an unknown token, which rotate() answers with invalid_grant).
-  const holder = await ctx.entitlements.refreshHolder(hash);
+  // Managed entitlements: the token's holder (undefined for an unknown token, which rotate() answers with
+  // invalid_grant), then one transaction whose start is the iat: the grant rows (services and entities) read and
+  // locked, and the rotation (docs/idp.md § Revocation).
+  const holder = ctx.entitlements.mode === 'managed' ? await ctx.entitlements.refreshHolder(hash) : undefined;
   if (holder) {
-    // One transaction whose start is the iat: the grant rows (services when managed, entities always) read and
-    // locked, and the rotation (docs/idp.md § Revocation).
     scope = narrowed && withinGrant(narrowed, holder.scope);
     outcome = await inTransaction(ctx.pool, async (tx) => {
-      if (ctx.entitlements.mode === 'managed') {
-        entitled = await entitledRefreshScope(ctx, holder, scope, tx);
-        scope = entitled.scope;
-      }
+      entitled = await entitledRefreshScope(ctx, holder, scope, tx);
+      scope = entitled.scope;
       ent = await ctx.entityGrants.claims(holder, tx);
       return rotate(scope, tx);
     });
   } else {
+    // Open entitlements: the rotation is one statement, and the entity grants are read after it committed. That
+    // is as safe as reading them inside it: the token's iat is the rotation's start, so an entity ungrant that
+    // commits after this read writes a cut-off (its search finds the rotation's audit row) at or after the iat,
+    // and one that committed before the read is not in the claim. The common refresh keeps its one statement.
     outcome = await rotate(narrowed);
+    if (outcome.kind === 'scope_exceeded' && narrowed) {
+      scope = withinGrant(narrowed, outcome.grantScope);
+      outcome = await rotate(scope);
+    }
+    if (outcome.kind === 'rotated') ent = await ctx.entityGrants.claims(outcome.grant, ctx.pool);
   }
   if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
   if (outcome.kind === 'reuse') {
