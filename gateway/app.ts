@@ -245,6 +245,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         clientId: t.clientId,
         jti: t.jti,
         requestId,
+        // Always signature v3 (the entitlements line hashes '' when the token carries no `ent`).
+        entitlements: t.entitlements,
       });
       for (const name in identity) h.forward.push(name, identity[name]!);
       forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });

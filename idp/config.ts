@@ -57,6 +57,8 @@ export interface IdpConfig {
   entitlements: 'open' | 'managed';
   /** PLATFORM_ROLES_SQL: a query taking the user id as $1, one column of role names; undefined: no roles. */
   rolesSql: string | undefined;
+  /** PLATFORM_ENT_MAX: the most entities an access token's `ent` names (beyond: `ent_overflow`). */
+  entMax: number;
   /** PLATFORM_ADMIN_EMAILS, lowercased: who may be granted `platform:admin` and use the admin API. */
   adminEmails: ReadonlySet<string>;
   /** PLATFORM_RATE_LIMITS over the defaults (docs/idp.md § Rate limits). */
@@ -250,6 +252,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     trustedIssuersFile: optionalString(env, 'PLATFORM_TRUSTED_ISSUERS_FILE'),
     entitlements: oneOf(env, 'PLATFORM_ENTITLEMENTS', ['open', 'managed'] as const, 'open'),
     rolesSql: rolesSql(env),
+    entMax: integer(env, 'PLATFORM_ENT_MAX', 100, { min: 1, max: 10_000 }),
     adminEmails: adminEmails(env),
     rateLimits: parseRateLimits(optionalString(env, 'PLATFORM_RATE_LIMITS')),
     trustedProxies: parseTrustedProxies(csv(env, 'PLATFORM_TRUSTED_PROXIES')),

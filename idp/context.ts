@@ -6,6 +6,7 @@ import type { ClientKeySets } from './client-auth/key-sets.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpDpop } from './dpop/index.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
+import type { EntityGrants } from './entity-grants/entity-grants.ts';
 import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
@@ -40,6 +41,8 @@ export interface IdpContext {
   /** Grant, reuse and rate-limit counters; absent when the process serves no metrics. */
   metrics?: IdpMetrics;
   entitlements: Entitlements;
+  /** Entity grants, carried in the access token's `ent` claim. */
+  entityGrants: EntityGrants;
   /** Every revocation goes through here: recorded in Postgres, then published. */
   revocation: RevocationService;
   adminAudit: AdminAuditStore;

@@ -17,6 +17,7 @@ import type { IdpContext } from './context.ts';
 import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
+import { createEntityGrants } from './entity-grants/entity-grants.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
@@ -146,10 +147,11 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       trustedProxies: config.trustedProxies,
       redis,
     });
+    const roles = await createRoleSource(pool, config.rolesSql);
     const entitlements = createEntitlements({
       pool,
       config,
-      roles: await createRoleSource(pool, config.rolesSql),
+      roles,
       usersIdType: idType,
       revocation,
     });
@@ -165,6 +167,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       refreshTokens,
       sessions: createSessionStore(pool, config.authjs),
       entitlements,
+      entityGrants: createEntityGrants({ pool, max: config.entMax, roles, revocation }),
       revocations: publisher,
       revocation,
       adminAudit: createAdminAuditStore(pool),

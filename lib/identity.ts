@@ -6,6 +6,9 @@ import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
 //   request id
 // keyed by the service's own identity key (deriveIdentityKey). A header set is therefore worth nothing for
 // another service, method, path or body, and a tool server holds only its own key, never the gateway's secret.
+// Signature v3 (what the gateway sends): `t=<unix s>,v3=<hex>` over the same lines, the first reading `v3`, plus
+// one last line: the hex SHA-256 of `x-platform-entitlements` (base64url of the token's `ent` JSON; the empty
+// string when absent). Verifiers accept v2 and v3; under v2 the entitlements header is not signed, so ignored.
 export const IDENTITY_HEADERS = {
   email: 'x-platform-user-email',
   sub: 'x-platform-user-sub',
@@ -14,6 +17,7 @@ export const IDENTITY_HEADERS = {
   clientId: 'x-platform-client-id',
   jti: 'x-platform-jti',
   requestId: 'x-request-id',
+  entitlements: 'x-platform-entitlements',
   signature: 'x-platform-identity',
 } as const;
 
@@ -27,6 +31,11 @@ export interface Identity {
   clientId: string;
   jti: string;
   requestId: string;
+  /**
+   * `x-platform-entitlements` as signed under v3 ('' when the token carries no `ent`); undefined under v2 (the
+   * header, if any, was not signed). Signing with it set signs v3.
+   */
+  entitlements?: string;
 }
 
 /** The request a signature is bound to, exactly as the tool server receives it. */
@@ -67,11 +76,30 @@ export function bodySha256(body: Uint8Array | null | undefined): string {
 }
 
 function mac(key: string, t: number, r: SignedRequest, id: Identity): string {
+  const v3 = id.entitlements !== undefined;
+  const lines = `${v3 ? 'v3' : 'v2'}\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`;
   return createHmac('sha256', key)
-    .update(
-      `v2\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`,
-    )
+    .update(v3 ? `${lines}\n${hash('sha256', id.entitlements!, 'hex')}` : lines)
     .digest('hex');
+}
+
+/** base64url of the `ent` claim's JSON, as the gateway forwards it; '' when the token carries none. */
+export function encodeEntitlements(ent: unknown): string {
+  if (ent === null || typeof ent !== 'object' || Array.isArray(ent)) return '';
+  return Buffer.from(JSON.stringify(ent)).toString('base64url');
+}
+
+/** The forwarded claim back (a tool server's view): undefined when absent, unsigned or not an object. */
+export function decodeEntitlements(id: Identity): Record<string, unknown> | undefined {
+  if (!id.entitlements) return undefined;
+  try {
+    const v: unknown = JSON.parse(Buffer.from(id.entitlements, 'base64url').toString('utf8'));
+    return v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? (v as Record<string, unknown>)
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The headers the gateway adds, keyed by the service's identity key; values are exactly the signed strings. */
@@ -89,7 +117,8 @@ export function signIdentity(
     [IDENTITY_HEADERS.clientId]: id.clientId,
     [IDENTITY_HEADERS.jti]: id.jti,
     [IDENTITY_HEADERS.requestId]: id.requestId,
-    [IDENTITY_HEADERS.signature]: `t=${now},v2=${mac(key, now, request, id)}`,
+    ...(id.entitlements ? { [IDENTITY_HEADERS.entitlements]: id.entitlements } : {}),
+    [IDENTITY_HEADERS.signature]: `t=${now},${id.entitlements !== undefined ? 'v3' : 'v2'}=${mac(key, now, request, id)}`,
   };
 }
 
@@ -120,8 +149,9 @@ export function verifyIdentity(
 ): Identity {
   const sig = one(headers, IDENTITY_HEADERS.signature);
   if (!sig) throw new IdentityError('identity signature missing');
-  const m = /^t=(\d{1,12}),v2=([0-9a-f]{64})$/.exec(sig);
-  if (!m) throw new IdentityError('identity signature malformed (expected t=<unix seconds>,v2=<hex>)');
+  const m = /^t=(\d{1,12}),(v2|v3)=([0-9a-f]{64})$/.exec(sig);
+  if (!m)
+    throw new IdentityError('identity signature malformed (expected t=<unix seconds>,v3=<hex> or v2=<hex>)');
   const t = Number(m[1]);
   if (Math.abs(now - t) > IDENTITY_MAX_AGE_SECONDS) throw new IdentityError('identity signature expired');
   const issuer = one(headers, IDENTITY_HEADERS.issuer);
@@ -134,9 +164,12 @@ export function verifyIdentity(
     jti: one(headers, IDENTITY_HEADERS.jti),
     requestId: one(headers, IDENTITY_HEADERS.requestId),
   };
+  if (m[2] === 'v3') id.entitlements = one(headers, IDENTITY_HEADERS.entitlements);
   const expected = Buffer.from(mac(key, t, request, id), 'hex');
-  if (!timingSafeEqual(expected, Buffer.from(m[2]!, 'hex')))
-    throw new IdentityError('identity signature invalid for this service, method, path and body');
+  if (!timingSafeEqual(expected, Buffer.from(m[3]!, 'hex')))
+    throw new IdentityError(
+      'identity signature invalid for this service, method, path, body and entitlements',
+    );
   if (issuer !== 'platform' && issuer !== 'entra' && issuer !== 'service') {
     throw new IdentityError('identity issuer kind unknown');
   }

@@ -6,6 +6,7 @@ import {
   httpUrl,
   logLevel,
   metricsPort,
+  oneOf,
   optionalString,
   port,
   requiredSecret,
@@ -46,6 +47,10 @@ export interface ToolServerConfig {
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
   logLevel: string;
+  /** PLATFORM_ENTITY_ENFORCEMENT=on: tools that know their entities require the token's `ent` grants. */
+  entityEnforcement: boolean;
+  /** Deals only: DEALS_ENTITY_SQL, the deal id ($1) → its entity key; undefined: `deal:<deal_id>`. */
+  dealsEntitySql: string | undefined;
   /** METRICS_PORT: Prometheus text on its own port; undefined: off. */
   metricsPort: number | undefined;
 }
@@ -150,6 +155,8 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
     logLevel: logLevel(env),
+    entityEnforcement: oneOf(env, 'PLATFORM_ENTITY_ENFORCEMENT', ['on', 'off'] as const, 'off') === 'on',
+    dealsEntitySql: name === 'deals' ? optionalString(env, 'DEALS_ENTITY_SQL') : undefined,
     metricsPort: metricsPort(env, toolPort),
   });
 }

@@ -4,17 +4,22 @@ import type { AdminCommandKit } from './api.ts';
 import { table } from './format.ts';
 
 // `platform admin grant | ungrant | entitlements`: who may get a token for which service, when the IdP runs
-// with PLATFORM_ENTITLEMENTS=managed. Requests to the admin API's /admin/api/entitlements.
+// with PLATFORM_ENTITLEMENTS=managed, and entity grants (`--entity E --permission read|write`, carried in the
+// token's `ent` claim). Requests to the admin API's /admin/api/entitlements.
 
 interface Flags {
   service?: string;
+  entity?: string;
+  permission?: string;
   email?: string;
   role?: string;
   json?: boolean;
 }
 
 interface GrantAnswer {
-  service: string;
+  service?: string;
+  entity?: string;
+  permission?: string | null;
   email?: string;
   role?: string;
   created?: boolean;
@@ -26,7 +31,9 @@ interface GrantAnswer {
 export function registerEntitlementCommands({ command, act, io }: AdminCommandKit<Flags>): void {
   const grantee = (c: Command) =>
     c
-      .requiredOption('--service <name>', 'the service (one of the IdP’s PLATFORM_SERVICES)')
+      .option('--service <name>', 'the service (one of the IdP’s PLATFORM_SERVICES)')
+      .option('--entity <key>', 'an entity (e.g. deal:42), instead of a service')
+      .option('--permission <p>', 'with --entity: read or write (ungrant without it: both)')
       .option('--email <email>', 'a user')
       .option('--role <role>', 'a role of the web application (read through PLATFORM_ROLES_SQL)')
       .option('--json', 'print the API answer as JSON');
@@ -35,7 +42,7 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
     act(async (api, flags) => {
       const r = await api.json<GrantAnswer>('POST', 'entitlements', { body: target(flags) });
       if (flags.json) return io.out(JSON.stringify(r, null, 2));
-      io.out(`granted ${r.service} to ${who(r)}${r.created ? '' : ' (already granted)'}`);
+      io.out(`granted ${what(r)} to ${who(r)}${r.created ? '' : ' (already granted)'}`);
     }),
   );
 
@@ -49,9 +56,9 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
       const r = await api.json<GrantAnswer>('DELETE', 'entitlements', { query: target(flags) });
       if (flags.json) return io.out(JSON.stringify(r, null, 2));
       const cut = r.subjects?.length
-        ? `; live tokens cut for sub ${r.subjects.join(', ')} (their next refresh leaves ${r.service} out)`
+        ? `; live tokens cut for sub ${r.subjects.join(', ')} (their next refresh leaves ${what(r)} out)`
         : '';
-      io.out(`${r.removed ? 'ungranted' : 'no such grant:'} ${r.service} from ${who(r)}${cut}`);
+      io.out(`${r.removed ? 'ungranted' : 'no such grant:'} ${what(r)} from ${who(r)}${cut}`);
     }),
   );
 
@@ -67,6 +74,7 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
           grants?: object[];
           roles?: string[];
           services?: string[];
+          entities?: object[];
         }>('GET', 'entitlements', { query: { email: email || undefined } });
         if (flags.json) return io.out(JSON.stringify(r, null, 2));
         const grants = table(
@@ -90,19 +98,47 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
           );
         }
         io.out(grants);
+        if (r.entities?.length) {
+          io.out('');
+          io.out(
+            table(
+              [
+                ['entity', 'entity'],
+                ['permission', 'permission'],
+                ['email', 'email'],
+                ['role', 'role'],
+                ['granted by', 'granted_by'],
+                ['granted', 'granted_at'],
+              ],
+              r.entities,
+            ),
+          );
+        }
       }),
     );
 }
 
 function target(flags: Flags): Record<string, string> {
   const service = flags.service?.trim();
-  if (!service) throw new CliError('USAGE', '--service must not be empty', { exitCode: 2 });
+  const entity = flags.entity?.trim();
+  const permission = flags.permission?.trim();
+  if ((service ? 1 : 0) + (entity ? 1 : 0) !== 1)
+    throw new CliError('USAGE', 'give exactly one of --service or --entity', { exitCode: 2 });
+  if (permission && !entity) throw new CliError('USAGE', '--permission goes with --entity', { exitCode: 2 });
   const email = flags.email?.trim();
   const role = flags.role?.trim();
   if ((email ? 1 : 0) + (role ? 1 : 0) !== 1) {
     throw new CliError('USAGE', 'give exactly one of --email or --role', { exitCode: 2 });
   }
-  return email ? { service, email } : { service, role: role! };
+  const what: Record<string, string> = service
+    ? { service }
+    : { entity: entity!, ...(permission ? { permission } : {}) };
+  return email ? { ...what, email } : { ...what, role: role! };
+}
+
+function what(r: GrantAnswer): string {
+  if (r.entity === undefined) return String(r.service);
+  return `${r.permission ?? 'read and write'} on ${r.entity}`;
 }
 
 function who(r: GrantAnswer): string {

@@ -29,6 +29,8 @@ export interface VerifiedToken {
    * token. A bound token is accepted only as `Authorization: DPoP` with a proof by that key (dpop/check.ts).
    */
   jkt: string;
+  /** The platform token's `ent` claim as forwarded (`x-platform-entitlements`, lib/identity.ts); '' when none. */
+  entitlements: string;
   iat: number;
   exp: number;
 }

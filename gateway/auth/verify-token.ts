@@ -1,3 +1,4 @@
+import { encodeEntitlements } from '../../lib/identity.ts';
 import type { EntraTrust, PlatformTrust, ServiceConfig } from '../config.ts';
 import type { KeySet } from '../jwks/key-set.ts';
 import { checkRegisteredClaims, confirmationJkt, emailOf, entraEmailOf, headerClaim } from './claims.ts';
@@ -54,7 +55,7 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
     const { header, payload } = jws;
     const iss = payload.iss;
     if (typeof iss !== 'string') throw new InvalidTokenError('missing_claim', 'token has no iss claim');
-    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'jkt'>;
+    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'jkt' | 'entitlements'>;
     if (platform && iss === platform.trust.issuer) {
       await withKeySet(jws, platform.keys);
       const scope = headerClaim(payload, 'scope');
@@ -113,7 +114,13 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
       );
     }
     const claims = checkRegisteredClaims(payload, now);
-    const result: VerifiedToken = { ...verified, ...claims, jkt: confirmationJkt(payload) };
+    const result: VerifiedToken = {
+      ...verified,
+      ...claims,
+      jkt: confirmationJkt(payload),
+      // Entity grants are the platform IdP's claim only.
+      entitlements: verified.kind === 'platform' ? encodeEntitlements(payload.ent) : '',
+    };
     cache.set(token, result, now);
     return result;
   }

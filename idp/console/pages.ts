@@ -193,6 +193,15 @@ interface EntitlementsBody {
     granted_by: string;
     granted_at: string;
   }>;
+  entities: Array<{
+    entity: string;
+    permission: string;
+    email: string | null;
+    role: string | null;
+    granted_by: string;
+    granted_at: string;
+  }>;
+  ent_max: number;
 }
 
 /** GET /admin/users/:email: entitlements, live sign-ins, consents, with their actions. */
@@ -236,6 +245,15 @@ export const userView: ConsoleHandler = async (r) => {
 <table><thead><tr><th>Service</th><th>Access</th><th>How</th><th class="num">Action</th></tr></thead><tbody>${rows}</tbody></table>`;
   }
 
+  // Read-only here: entity grants are made with `platform admin grant --entity` (docs/admin.md).
+  const entities = ent.entities.length
+    ? html`<p class="muted small">Carried in the token's <code>ent</code> claim (at most ${String(ent.ent_max)} entities; beyond: <code>ent_overflow</code>, refused by services that enforce them). Change them with <code>platform admin grant|ungrant --entity</code>.</p>
+<table><thead><tr><th>Entity</th><th>Permission</th><th>How</th><th class="nowrap">Granted (UTC)</th></tr></thead><tbody>${ent.entities.map(
+        (e) =>
+          html`<tr><td class="mono">${e.entity}</td><td>${e.permission}</td><td>${e.role !== null ? html`through role ${e.role}` : html`to the email`}, by ${e.granted_by}</td><td class="nowrap mono">${when(e.granted_at)}</td></tr>`,
+      )}</tbody></table>`
+    : html`<p class="muted">No entity grants.</p>`;
+
   const signIns = user.sign_ins.length
     ? html`<table><thead><tr><th>Client</th><th class="nowrap">Signed in (UTC)</th><th class="nowrap">Last used (UTC)</th><th class="num">Action</th></tr></thead><tbody>${user.sign_ins.map(
         (
@@ -264,6 +282,7 @@ ${user.blocked ? form('unblock', html``, html`<button type="submit">Unblock</but
 ${user.blocked ? html`<p><span class="badge">blocked</span> by ${user.blocked.blocked_by}, ${when(user.blocked.blocked_at)}: no sign-in, refresh or device approval until unblocked.</p>` : html``}
 <p class="muted small">Subjects: ${user.subjects.length ? user.subjects.join(', ') : 'none yet'}. “Revoke all” cuts every token issued to this email so far and ends every sign-in; “Block” does the same and refuses every new one until “Unblock”.</p></section>
 <section class="card"><h2>Entitlements</h2>${entitlements}</section>
+<section class="card"><h2>Entity grants</h2>${entities}</section>
 <section class="card"><h2>Active sign-ins</h2>${signIns}</section>
 <section class="card"><h2>Consents</h2>${consents}</section>`,
   );

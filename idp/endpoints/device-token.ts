@@ -34,6 +34,7 @@ export async function deviceCodeGrant(
     if (outcome.kind !== 'approved') return { outcome };
     const a = outcome.approval;
     const scope = await scopeAtIssuance(ctx.entitlements, a.grantedScope, a, tx);
+    const ent = await ctx.entityGrants.claims(a, tx);
     const grant: Grant = {
       familyId: outcome.familyId,
       userId: a.userId,
@@ -55,7 +56,7 @@ export async function deviceCodeGrant(
       grantType: DEVICE_CODE_GRANT,
       iat: outcome.iat,
     });
-    return { outcome, issued: { grant, jti, iat: outcome.iat, refresh } };
+    return { outcome, issued: { grant, jti, iat: outcome.iat, refresh, ent } };
   });
   const { outcome } = out;
   switch (outcome.kind) {
@@ -86,7 +87,7 @@ export async function deviceCodeGrant(
     case 'denied':
       throw new OAuthError('access_denied', 'the user denied the request');
   }
-  const { grant, jti, iat, refresh } = out.issued!;
+  const { grant, jti, iat, refresh, ent } = out.issued!;
   log.info({ clientId, sub: grant.subject }, 'device code exchanged');
   return tokenResponse(ctx, {
     grant,
@@ -96,5 +97,6 @@ export async function deviceCodeGrant(
     refreshToken: refresh.value,
     nonce: undefined,
     dpopJkt,
+    ent,
   });
 }

@@ -1,5 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import type { IdpContext } from '../context.ts';
+import type { EntClaims } from '../entity-grants/entity-grants.ts';
 import { ADMIN_SCOPE, adminPowers, withinPowers } from '../scopes.ts';
 import { ACCESS_TTL_SECONDS, type Grant, type NewToken } from '../store/refresh-tokens.ts';
 
@@ -24,6 +25,8 @@ export interface TokenResponseOptions {
   nonce: string | undefined;
   /** The DPoP key the access token is bound to (`cnf.jkt`, token_type DPoP); undefined: a Bearer token. */
   dpopJkt: string | undefined;
+  /** The user's entity grants, read in the issuance's transaction. */
+  ent: EntClaims;
 }
 
 export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string, unknown> {
@@ -54,6 +57,7 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
       iat,
       exp,
       ...(dpopJkt ? { cnf: { jkt: dpopJkt } } : {}),
+      ...o.ent,
     }),
     token_type: dpopJkt ? 'DPoP' : 'Bearer',
     expires_in: ACCESS_TTL_SECONDS,

@@ -6,6 +6,7 @@ import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { type EntitlementUser, scopeAtIssuance } from '../entitlements/entitlements.ts';
+import type { EntClaims } from '../entity-grants/entity-grants.ts';
 import {
   InvalidGrantError,
   InvalidRequestError,
@@ -171,6 +172,7 @@ async function authorizationCode(
       return refused('authorization code is bound to a DPoP key (dpop_jkt): a proof by that key is required');
     if (rec.blocked) return refused('the user is blocked');
     const scope = await scopeAtIssuance(ctx.entitlements, rec.scope, rec, tx);
+    const ent = await ctx.entityGrants.claims(rec, tx);
     const grant: Grant = {
       familyId: rec.familyId,
       userId: rec.userId,
@@ -189,7 +191,7 @@ async function authorizationCode(
       grantType: 'authorization_code',
       iat: rec.iat,
     });
-    return { rec, grant, jti, refresh };
+    return { rec, grant, jti, refresh, ent };
   });
   if ('error' in out) {
     if (out.replayedFamily) {
@@ -202,7 +204,7 @@ async function authorizationCode(
     }
     throw out.error;
   }
-  const { rec, grant, jti, refresh } = out;
+  const { rec, grant, jti, refresh, ent } = out;
   await noteNoService(ctx, x, {
     asked: rec.scope,
     given: grant.scope,
@@ -219,6 +221,7 @@ async function authorizationCode(
     refreshToken: refresh.value,
     nonce: rec.nonce,
     dpopJkt: jkt,
+    ent,
   });
 }
 
@@ -251,24 +254,30 @@ async function refreshToken(
   let scope = narrowed;
   let entitled: Awaited<ReturnType<typeof entitledRefreshScope>> | undefined;
   let outcome: RotateOutcome;
+  let ent: EntClaims = {};
+  // Managed entitlements: the token's holder (undefined for an unknown token, which rotate() answers with
+  // invalid_grant), then one transaction whose start is the iat: the grant rows (services and entities) read and
+  // locked, and the rotation (docs/idp.md § Revocation).
   const holder = ctx.entitlements.mode === 'managed' ? await ctx.entitlements.refreshHolder(hash) : undefined;
   if (holder) {
-    // Managed entitlements: read (and lock) the grants and rotate in one transaction whose start is the iat.
     scope = narrowed && withinGrant(narrowed, holder.scope);
     outcome = await inTransaction(ctx.pool, async (tx) => {
       entitled = await entitledRefreshScope(ctx, holder, scope, tx);
       scope = entitled.scope;
+      ent = await ctx.entityGrants.claims(holder, tx);
       return rotate(scope, tx);
     });
   } else {
-    // Open entitlements (or an unknown token, which rotate() answers with invalid_grant): one statement.
+    // Open entitlements: the rotation is one statement, and the entity grants are read after it committed. That
+    // is as safe as reading them inside it: the token's iat is the rotation's start, so an entity ungrant that
+    // commits after this read writes a cut-off (its search finds the rotation's audit row) at or after the iat,
+    // and one that committed before the read is not in the claim. The common refresh keeps its one statement.
     outcome = await rotate(narrowed);
     if (outcome.kind === 'scope_exceeded' && narrowed) {
-      // Asked for more than the grant holds (clients such as Gemini CLI repeat every scope they asked for at
-      // authorize): what the grant lacks is dropped, never added; the rare case costs one more rotation.
       scope = withinGrant(narrowed, outcome.grantScope);
       outcome = await rotate(scope);
     }
+    if (outcome.kind === 'rotated') ent = await ctx.entityGrants.claims(outcome.grant, ctx.pool);
   }
   if (outcome.kind === 'invalid') throw new InvalidGrantError(outcome.reason);
   if (outcome.kind === 'reuse') {
@@ -305,6 +314,7 @@ async function refreshToken(
     // A bound family: its key (the proof's, checked by rotate). An unbound one with a proof: the access token
     // is bound, the refresh token stays unbound (binding is decided once, when the sign-in is issued).
     dpopJkt: grant.dpopJkt ?? jkt,
+    ent,
   });
 }
 

@@ -18,6 +18,10 @@ export interface AccessTokenClaims {
   exp: number;
   /** DPoP-bound (RFC 9449 §6.1): the thumbprint of the key a proof must be signed with. */
   cnf?: { jkt: string };
+  /** Entity grants (idp/entity-grants): entity → permissions; absent when the user holds none. */
+  ent?: Record<string, string[]>;
+  /** More entities than PLATFORM_ENT_MAX: no `ent`, and services that enforce entity grants refuse them all. */
+  ent_overflow?: true;
 }
 
 export interface IdTokenClaims {

@@ -37,8 +37,9 @@ function contractSignature(
   r: { service: string; method: string; path: string; body: Buffer },
   id: Identity,
 ): string {
+  const v3 = id.entitlements !== undefined;
   const lines = [
-    'v2',
+    v3 ? 'v3' : 'v2',
     String(t),
     r.service,
     r.method,
@@ -51,10 +52,11 @@ function contractSignature(
     id.clientId,
     id.jti,
     id.requestId,
+    ...(v3 ? [createHash('sha256').update(id.entitlements!).digest('hex')] : []),
   ];
   // The key is the 64-character hex string itself, used as UTF-8 bytes (not the 32 bytes it encodes).
   const key = Buffer.from(contractKey(secret, r.service), 'utf8');
-  return `t=${t},v2=${createHmac('sha256', key).update(lines.join('\n')).digest('hex')}`;
+  return `t=${t},${v3 ? 'v3' : 'v2'}=${createHmac('sha256', key).update(lines.join('\n')).digest('hex')}`;
 }
 
 const REQUEST = { service: 'deals', method: 'POST', path: '/deals/mcp?x=1', body: BODY };
@@ -143,5 +145,44 @@ describe('signIdentity / verifyIdentity', () => {
     expect(() => verifyIdentity(key, SIGNED, v1, now)).toThrow(/malformed/);
     const { 'x-platform-identity': _, ...unsigned } = headers;
     expect(() => verifyIdentity(key, SIGNED, unsigned, now)).toThrow(/missing/);
+  });
+});
+
+describe('signature v3: the forwarded entitlements', () => {
+  const key = deriveIdentityKey(SECRET, 'deals');
+  const ENT = Buffer.from(JSON.stringify({ 'deal:42': ['read', 'write'] })).toString('base64url');
+
+  it('signs the documented message: v2 lines, first reading v3, plus the SHA-256 of the header (of "" when absent)', () => {
+    for (const entitlements of [ENT, '']) {
+      const headers = signIdentity(key, SIGNED, { ...ID, entitlements }, 1_800_000_000);
+      expect(headers['x-platform-identity']).toBe(
+        contractSignature(SECRET, 1_800_000_000, REQUEST, { ...ID, entitlements }),
+      );
+      expect(headers['x-platform-entitlements']).toBe(entitlements || undefined);
+    }
+  });
+
+  it('verifies v3 with its entitlements; a changed, added or removed entitlements header is refused', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const headers = signIdentity(key, SIGNED, { ...ID, entitlements: ENT }, now);
+    expect(verifyIdentity(key, SIGNED, headers, now)).toEqual({ ...ID, entitlements: ENT });
+    const forged = Buffer.from(JSON.stringify({ 'deal:43': ['write'] })).toString('base64url');
+    expect(() => verifyIdentity(key, SIGNED, { ...headers, 'x-platform-entitlements': forged }, now)).toThrow(
+      /signature invalid/,
+    );
+    const { 'x-platform-entitlements': _, ...removed } = headers;
+    expect(() => verifyIdentity(key, SIGNED, removed, now)).toThrow(/signature invalid/);
+    const none = signIdentity(key, SIGNED, { ...ID, entitlements: '' }, now);
+    expect(() => verifyIdentity(key, SIGNED, { ...none, 'x-platform-entitlements': forged }, now)).toThrow(
+      /signature invalid/,
+    );
+  });
+
+  it('still accepts v2, whose entitlements header is unsigned and therefore ignored', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const headers = signIdentity(key, SIGNED, ID, now);
+    expect(headers['x-platform-identity']).toMatch(/^t=\d+,v2=/);
+    const id = verifyIdentity(key, SIGNED, { ...headers, 'x-platform-entitlements': ENT }, now);
+    expect(id.entitlements).toBeUndefined();
   });
 });

@@ -124,7 +124,7 @@ async function replay(
 describe('identity headers captured behind the gateway and replayed', () => {
   it('the exact request (same service, method, path and body, within 60 s) is accepted: the control', async () => {
     const r = await capture();
-    expect(r.headers['x-platform-identity']).toMatch(/^t=\d+,v2=[0-9a-f]{64}$/);
+    expect(r.headers['x-platform-identity']).toMatch(/^t=\d+,v3=[0-9a-f]{64}$/);
     const same = await replay('platform', '/platform/mcp', {
       method: 'POST',
       body: r.body,

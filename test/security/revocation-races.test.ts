@@ -164,6 +164,28 @@ describe('revocation wins every race', () => {
     }
   }, 120_000);
 
+  it('an entity ungrant mid-loop: no access token that carries the entity is accepted, later refreshes lack it', async () => {
+    const carriesDeal = (t: string) =>
+      Object.hasOwn((decodeJwt(t).ent as object | undefined) ?? {}, 'deal:race');
+    for (let run = 0; run < RUNS; run++) {
+      const u = await victim();
+      const g = { entity: 'deal:race', permission: 'write', email: u.email };
+      expect((await stack.adminApi('POST', '/admin/api/entitlements', g)).status).toBe(200);
+      const chains = await chainsOf(u, 10);
+      const q = new URLSearchParams({ entity: 'deal:race', email: u.email });
+      await raceLoops(
+        chains,
+        100,
+        async () => {
+          expect((await stack.adminApi('DELETE', `/admin/api/entitlements?${q}`)).status).toBe(200);
+        },
+        300,
+      );
+      expect(await survivors(stack, chains, { refreshes: 'kept', only: carriesDeal })).toEqual([]);
+      for (const c of chains) expect(carriesDeal(c.accessTokens.at(-1)!)).toBe(false);
+    }
+  }, 120_000);
+
   it('revoke-user while 20 codes are being exchanged: no exchange yields a token any gateway accepts', async () => {
     await exchangesRaceRevokeUser(async (u) => {
       const codes = await Promise.all(

@@ -39,6 +39,8 @@ export interface StackOptions {
   /** Extra environment of the IdP and of the gateway. */
   idpEnv?: Record<string, string>;
   gatewayEnv?: Record<string, string>;
+  /** Extra environment of one service's tool servers. */
+  toolEnv?: Partial<Record<(typeof SERVICES)[number], Record<string, string>>>;
   /** The gateway's port, when a test must know `{base_url}` before the stack starts. */
   gatewayPort?: number;
 }
@@ -76,6 +78,7 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
               TOOL_IDENTITY_KEY: toolKey(name),
               PLATFORM_ADMIN_EMAILS: (opts.adminEmails ?? []).join(','),
               [`${name.toUpperCase()}_MCP_PORT`]: String(port),
+              ...opts.toolEnv?.[name],
             });
             started.push(p);
             await p.waitFor(new RegExp(`${name} tool server listening`), 60_000);

@@ -1,5 +1,6 @@
 import { NO_MONITORS } from '../kit/monitors.ts';
 import type { ToolService } from '../kit/service.ts';
+import { createDealEntities } from './entities.ts';
 import { auditCounts } from './store/audit.ts';
 import { purgeExpiredKeys } from './store/closures.ts';
 import { citationStatusTool } from './tools/citation-status.ts';
@@ -22,7 +23,12 @@ export const dealsService: ToolService = {
     'platform.artifact_event',
     'platform.metric_conflicts',
   ],
-  async start({ pool, log, monitors }) {
+  async start({ config, pool, log, monitors }) {
+    // Before anything runs: a broken DEALS_ENTITY_SQL stops the start-up with its name.
+    const entities = await createDealEntities(pool, {
+      enforcement: config.entityEnforcement,
+      sql: config.dealsEntitySql,
+    });
     const timer = setInterval(() => {
       purgeExpiredKeys(pool).then(
         (n) => n > 0 && log.info({ purged: n }, 'expired idempotency keys purged'),
@@ -41,9 +47,9 @@ export const dealsService: ToolService = {
     if (auditTimer) void audit();
     return {
       tools: [
-        proposeDealClosureTool(pool, monitors),
-        getConflictsTool(pool),
-        citationStatusTool(pool, monitors),
+        proposeDealClosureTool(pool, entities, monitors),
+        getConflictsTool(pool, entities),
+        citationStatusTool(pool, entities, monitors),
       ],
       async close() {
         clearInterval(timer);

@@ -4,6 +4,7 @@ import { NO_MONITORS, type ToolMonitors } from '../../kit/monitors.ts';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
 import { ArtifactDecodeError, decodeClosure } from '../artifact-codec.ts';
 import { roundTrip } from '../citations.ts';
+import type { DealEntities } from '../entities.ts';
 import { ANCHOR_TYPES, isDurable } from '../model.ts';
 import { listArtifacts } from '../store/reads.ts';
 
@@ -15,7 +16,11 @@ const citationRef = z.object({
   location: z.string().optional(),
 });
 
-export function citationStatusTool(pool: Pool, monitors: ToolMonitors = NO_MONITORS): AnyTool {
+export function citationStatusTool(
+  pool: Pool,
+  entities: DealEntities,
+  monitors: ToolMonitors = NO_MONITORS,
+): AnyTool {
   return defineTool({
     name: 'citation_status',
     title: 'Citation status',
@@ -50,7 +55,8 @@ export function citationStatusTool(pool: Pool, monitors: ToolMonitors = NO_MONIT
       ),
     }),
     annotations: { readOnlyHint: true, openWorldHint: false },
-    async run(args, { log }) {
+    async run(args, { identity, log }) {
+      await entities.require(identity, args.deal_id, 'read');
       const artifacts = await listArtifacts(pool, args.deal_id);
       let durable = 0;
       let durableChecked = 0;

@@ -1,11 +1,12 @@
 import { z } from 'zod';
 import type { Pool } from '../../../lib/db.ts';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
+import type { DealEntities } from '../entities.ts';
 import { listConflicts } from '../store/reads.ts';
 
 const observation = z.object({ value: z.number(), source_file: z.string(), location: z.string() });
 
-export function getConflictsTool(pool: Pool): AnyTool {
+export function getConflictsTool(pool: Pool, entities: DealEntities): AnyTool {
   return defineTool({
     name: 'get_conflicts',
     title: 'Get metric conflicts',
@@ -27,7 +28,8 @@ export function getConflictsTool(pool: Pool): AnyTool {
       ),
     }),
     annotations: { readOnlyHint: true, openWorldHint: false },
-    async run(args) {
+    async run(args, { identity }) {
+      await entities.require(identity, args.deal_id, 'read');
       return { deal_id: args.deal_id, conflicts: await listConflicts(pool, args.deal_id) };
     },
   });

@@ -3,10 +3,15 @@ import type { Pool } from '../../../lib/db.ts';
 import { NO_MONITORS, type ToolMonitors } from '../../kit/monitors.ts';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
 import { findConflicts } from '../conflicts.ts';
+import type { DealEntities } from '../entities.ts';
 import { type Citation, citationSchema, isDurable, metricSchema } from '../model.ts';
 import { proposeClosure } from '../store/closures.ts';
 
-export function proposeDealClosureTool(pool: Pool, monitors: ToolMonitors = NO_MONITORS): AnyTool {
+export function proposeDealClosureTool(
+  pool: Pool,
+  entities: DealEntities,
+  monitors: ToolMonitors = NO_MONITORS,
+): AnyTool {
   return defineTool({
     name: 'propose_deal_closure',
     title: 'Propose deal closure',
@@ -39,6 +44,7 @@ export function proposeDealClosureTool(pool: Pool, monitors: ToolMonitors = NO_M
     }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     async run(args, { identity, requestId }) {
+      await entities.require(identity, args.deal_id, 'write');
       const citations: Citation[] = args.citations.map((c) =>
         typeof c === 'string' ? { anchor_type: 'text', anchor: c } : c,
       );
