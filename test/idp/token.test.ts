@@ -133,10 +133,11 @@ describe('authorization_code grant', () => {
     ['grant_type missing', (c) => ({ ...form(c), grant_type: undefined }), 400, 'invalid_request'],
     ['grant_type password', (c) => ({ ...form(c), grant_type: 'password' }), 400, 'unsupported_grant_type'],
     [
-      'grant_type client_credentials',
+      // Supported for machine clients only (RFC 6749 §5.2: this client may not use it).
+      'grant_type client_credentials by a client that is not a machine client',
       (c) => ({ ...form(c), grant_type: 'client_credentials' }),
       400,
-      'unsupported_grant_type',
+      'unauthorized_client',
     ],
     [
       'resource unknown',
