@@ -1,18 +1,12 @@
 import type { ConsoleRoute } from './console.ts';
+import { auditExportView, auditView, clientsView, homeView, keysView, usersView, userView } from './pages.ts';
 import {
-  auditExportView,
-  auditView,
   blockAction,
-  clientsView,
   entitlementAction,
-  homeView,
-  keysView,
   revokeAllAction,
   revokeSignInAction,
-  usersView,
-  userView,
   withdrawConsentAction,
-} from './pages.ts';
+} from './user-actions.ts';
 
 /**
  * The console's own route table (docs/console.md), mounted at /admin by the IdP's one table (idp/routes.ts).
