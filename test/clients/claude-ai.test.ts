@@ -13,31 +13,23 @@
 // - 401 invalid_client makes it register again:
 //   https://support.anthropic.com/en/articles/11503834-building-custom-connectors-via-remote-mcp-servers
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { pkcePair, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { pkcePair, useReplayStack } from '../helpers/client-replay.ts';
 
 const CALLBACK = 'https://claude.ai/api/mcp/auth_callback';
 const DOCUMENT = 'https://claude.ai/oauth/mcp-oauth-client-metadata';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({
-    allowedRedirectUris: [CALLBACK, 'https://claude.com/api/mcp/auth_callback'],
-    pinned: [
-      {
-        client_id: DOCUMENT,
-        client_name: 'Claude',
-        redirect_uris: [CALLBACK],
-        grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
-        token_endpoint_auth_method: 'none',
-      },
-    ],
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
+const r = useReplayStack({
+  allowedRedirectUris: [CALLBACK, 'https://claude.com/api/mcp/auth_callback'],
+  pinned: [
+    {
+      client_id: DOCUMENT,
+      client_name: 'Claude',
+      redirect_uris: [CALLBACK],
+      grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
+      token_endpoint_auth_method: 'none',
+    },
+  ],
 });
 
 /** authorize → token → refresh → whoami as Claude's backend sends them; returns what whoami saw. */

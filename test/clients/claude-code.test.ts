@@ -12,31 +12,23 @@
 // - RFC 9207 enforced (missing or different iss is fatal): https://github.com/twentyhq/twenty/issues/24153,
 //   https://github.com/higgsfield-ai/cli/issues/68
 // - concurrent sessions refresh one token: https://github.com/anthropics/claude-code/issues/85236
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClientFlow, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
 import { freePort } from '../helpers/processes.ts';
 
 const DOCUMENT = 'https://claude.ai/oauth/claude-code-client-metadata';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({
-    pinned: [
-      {
-        client_id: DOCUMENT,
-        client_name: 'Claude Code',
-        redirect_uris: ['http://localhost/callback', 'http://127.0.0.1/callback'],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      },
-    ],
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
+const r = useReplayStack({
+  pinned: [
+    {
+      client_id: DOCUMENT,
+      client_name: 'Claude Code',
+      redirect_uris: ['http://localhost/callback', 'http://127.0.0.1/callback'],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    },
+  ],
 });
 
 async function claudeCode(clientId: string): Promise<ClientFlow> {

@@ -7,22 +7,14 @@
 // - the CLI uses the cursor.com callback: https://github.com/bytebase/bytebase/issues/20510
 // Its resource, scope and refresh requests are not captured anywhere public: they are replayed as the MCP
 // specification's clients send them (resource and the resource's scopes on every request).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClientFlow, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
 
 const APP = 'cursor://anysphere.cursor-mcp/oauth/callback';
 const WEB = 'https://www.cursor.com/agents/mcp/oauth/callback';
 const LOOPBACK = 'http://localhost:8787/callback';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({ allowedRedirectUris: [APP, WEB] });
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack({ allowedRedirectUris: [APP, WEB] });
 
 async function cursor(clientId: string, redirectUri: string): Promise<ClientFlow> {
   const { prm } = await r.discover();

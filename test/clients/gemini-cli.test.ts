@@ -8,19 +8,11 @@
 //   https://github.com/google-gemini/gemini-cli/blob/main/packages/core/src/utils/oauth-flow.ts
 // - the resource metadata's `resource` must equal the server URL (ResourceMismatchError):
 //   https://github.com/google-gemini/gemini-cli/blob/main/packages/core/src/mcp/oauth-utils.ts
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { useReplayStack } from '../helpers/client-replay.ts';
 import { freePort } from '../helpers/processes.ts';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack();
 
 describe('Gemini CLI', () => {
   it('registers with every scope the metadata lists (oauth-provider.ts), signs in, refreshes with resource and scope, and gets no admin power', async () => {

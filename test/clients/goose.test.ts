@@ -5,19 +5,11 @@
 // - https://github.com/block/goose/blob/main/crates/goose/src/oauth/mod.rs (client_name, redirect, iss, refresh)
 // - rmcp's DCR (none, native, code+refresh), scope, resource and issuer checks:
 //   https://github.com/modelcontextprotocol/rust-sdk/blob/main/crates/rmcp/src/transport/auth.rs
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { useReplayStack } from '../helpers/client-replay.ts';
 import { freePort } from '../helpers/processes.ts';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack();
 
 describe('Goose', () => {
   it('registers through rmcp (native, none), signs in with offline_access, checks iss and refreshes (mod.rs, auth.rs)', async () => {

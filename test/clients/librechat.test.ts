@@ -3,20 +3,12 @@
 // server callback, and the method the registration answer names at the token endpoint.
 // Source: https://github.com/danny-avila/LibreChat/blob/main/packages/api/src/mcp/oauth/handler.ts
 // (DOMAIN_SERVER is LibreChat's public origin, http://localhost:3080 by default.)
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { basicAuth, useReplayStack } from '../helpers/client-replay.ts';
 
 const CALLBACK = 'http://localhost:3080/api/mcp/platform/oauth/callback';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack();
 
 describe('LibreChat', () => {
   it('registers with the first secret-based method listed and authenticates with it (handler.ts)', async () => {

@@ -7,31 +7,23 @@
 // - document https://opencode.ai/oauth/opencode/client.json lists /callback: https://github.com/anomalyco/opencode/issues/50510
 // - never adds offline_access: https://github.com/anomalyco/opencode/issues/34034
 // - parallel sessions trip strict rotation: https://github.com/buildinternet/uploads/pull/909
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClientFlow, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
 
 const DOCUMENT = 'https://opencode.ai/oauth/opencode/client.json';
 const CALLBACK = 'http://127.0.0.1:19876/mcp/oauth/callback';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({
-    pinned: [
-      {
-        client_id: DOCUMENT,
-        client_name: 'OpenCode',
-        redirect_uris: ['http://127.0.0.1:19876/callback'],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      },
-    ],
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
+const r = useReplayStack({
+  pinned: [
+    {
+      client_id: DOCUMENT,
+      client_name: 'OpenCode',
+      redirect_uris: ['http://127.0.0.1:19876/callback'],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    },
+  ],
 });
 
 async function opencode(clientId: string): Promise<ClientFlow> {

@@ -6,20 +6,12 @@
 // - https://github.com/modelcontextprotocol/python-sdk/blob/main/src/mcp/client/auth/oauth2.py
 // - https://github.com/modelcontextprotocol/python-sdk/blob/main/src/mcp/client/auth/utils.py
 // - ≤1.22 could not parse a client_secret_basic answer: https://github.com/buildswithpaul/Frappe_Assistant_Core/issues/65
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basicAuth, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { basicAuth, useReplayStack } from '../helpers/client-replay.ts';
 
 const CALLBACK = 'http://localhost:3030/callback';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack();
 
 async function pythonClient(method: 'none' | 'client_secret_basic') {
   const { challenge: wwwAuthenticate, prm, asm } = await r.discover();

@@ -6,53 +6,30 @@
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { OAuthClientMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type RecordedRequest,
-  type ReplayStack,
-  recordingFetch,
-  startReplayStack,
-} from '../helpers/client-replay.ts';
-import { sessionCookieName } from '../helpers/oauth.ts';
-import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
+import { describe, expect, it } from 'vitest';
+import { type RecordedRequest, recordingFetch, useReplayStack } from '../helpers/client-replay.ts';
+import { SignedInProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from '../tools/helpers.ts';
 
 const REDIRECT = 'http://127.0.0.1:47615/callback';
 
-let r: ReplayStack;
+const r = useReplayStack();
 
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
-
-class V1Provider extends InMemoryOAuthProvider {
-  readonly redirectUrl = REDIRECT;
-  callback: URL | undefined;
-  get clientMetadata(): OAuthClientMetadata {
-    return {
+const v1Provider = () =>
+  new SignedInProvider(
+    REDIRECT,
+    {
       client_name: 'MCP SDK v1 client',
       redirect_uris: [REDIRECT],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
       token_endpoint_auth_method: 'none',
-    };
-  }
-  async redirectToAuthorization(url: URL) {
-    const visit = await this.visit(url, {
-      cookieName: sessionCookieName(r.issuer),
-      sessionToken: r.user.sessionToken,
-    });
-    this.callback = visit.callback;
-  }
-}
+    },
+    () => r.browserSession(),
+  );
 
-async function whoami(provider: V1Provider, serverUrl: URL) {
+async function whoami(provider: SignedInProvider, serverUrl: URL) {
   const transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
   const client = new Client({ name: 'sdk-v1', version: '1.0.0' });
   await client.connect(transport);
@@ -69,7 +46,7 @@ describe('MCP TypeScript SDK v1 client', () => {
     const serverUrl = new URL(r.serverUrl());
     const seen: RecordedRequest[] = [];
     const fetchFn = recordingFetch(seen);
-    const provider = new V1Provider();
+    const provider = v1Provider();
     expect(await auth(provider, { serverUrl, fetchFn })).toBe('REDIRECT');
     expect(seen.map((s) => `${s.method} ${s.url}`)).toContain(`POST ${r.issuer}/oauth/register`);
     const code = provider.callback!.searchParams.get('code')!;

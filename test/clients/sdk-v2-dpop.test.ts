@@ -2,62 +2,34 @@
 // `DpopSession`), for real against the IdP, gateway and tool servers: auth() gets a DPoP-bound token
 // (`token_type: DPoP`, `cnf.jkt` = the session's key), the transports present it as `Authorization: DPoP` with
 // a fresh proof per request, a refresh keeps it bound, and what a thief does with the stolen tokens fails.
-import {
-  auth,
-  Client,
-  DpopSession,
-  type OAuthClientMetadata,
-  StreamableHTTPClientTransport,
-} from '@modelcontextprotocol/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, Client, DpopSession, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { describe, expect, it } from 'vitest';
 import { call, errorOf } from '../gateway/helpers.ts';
-import {
-  type RecordedRequest,
-  type ReplayStack,
-  recordingFetch,
-  startReplayStack,
-} from '../helpers/client-replay.ts';
+import { type RecordedRequest, recordingFetch, useReplayStack } from '../helpers/client-replay.ts';
 import { dpopFetch, jktOf, newDpopKey, postFormWithProof } from '../helpers/dpop-client.ts';
-import { sessionCookieName } from '../helpers/oauth.ts';
-import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
+import { SignedInProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from '../tools/helpers.ts';
 
 const REDIRECT = 'http://127.0.0.1:47617/callback';
 
-let r: ReplayStack;
+const r = useReplayStack();
 
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
-
-class DpopProvider extends InMemoryOAuthProvider {
-  readonly redirectUrl = REDIRECT;
-  callback: URL | undefined;
+class DpopProvider extends SignedInProvider {
   readonly session: Promise<DpopSession>;
   constructor(alg: 'ES256' | 'EdDSA') {
-    super();
+    super(
+      REDIRECT,
+      {
+        client_name: 'MCP SDK v2 client (DPoP)',
+        redirect_uris: [REDIRECT],
+        token_endpoint_auth_method: 'none',
+      },
+      () => r.browserSession(),
+    );
     this.session = DpopSession.create({ alg });
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'MCP SDK v2 client (DPoP)',
-      redirect_uris: [REDIRECT],
-      token_endpoint_auth_method: 'none',
-    };
   }
   dpop() {
     return this.session;
-  }
-  async redirectToAuthorization(url: URL) {
-    const visit = await this.visit(url, {
-      cookieName: sessionCookieName(r.issuer),
-      sessionToken: r.user.sessionToken,
-    });
-    this.callback = visit.callback;
   }
 }
 

@@ -3,62 +3,24 @@
 // authorizes (browser-less consent), exchanges the code with the RFC 9207 `iss`, calls whoami through the
 // gateway, refreshes with `resource`, and calls whoami again.
 // Source of its rules: https://github.com/modelcontextprotocol/typescript-sdk/blob/main/packages/client/src/client/auth.ts
-import {
-  auth,
-  Client,
-  type OAuthClientMetadata,
-  StreamableHTTPClientTransport,
-} from '@modelcontextprotocol/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type RecordedRequest,
-  type ReplayStack,
-  recordingFetch,
-  startReplayStack,
-} from '../helpers/client-replay.ts';
-import { sessionCookieName } from '../helpers/oauth.ts';
-import { InMemoryOAuthProvider } from '../helpers/oauth-provider.ts';
+import { auth, Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { describe, expect, it } from 'vitest';
+import { type RecordedRequest, recordingFetch, useReplayStack } from '../helpers/client-replay.ts';
+import { SignedInProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from '../tools/helpers.ts';
 
 const REDIRECT = 'http://127.0.0.1:47616/callback';
 
-let r: ReplayStack;
+const r = useReplayStack();
 
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
+const v2Provider = (method: 'none' | 'client_secret_basic') =>
+  new SignedInProvider(
+    REDIRECT,
+    { client_name: 'MCP SDK v2 client', redirect_uris: [REDIRECT], token_endpoint_auth_method: method },
+    () => r.browserSession(),
+  );
 
-afterAll(async () => {
-  await r?.stop();
-});
-
-class V2Provider extends InMemoryOAuthProvider {
-  readonly redirectUrl = REDIRECT;
-  callback: URL | undefined;
-  consentPage: string | undefined;
-  private readonly method: 'none' | 'client_secret_basic';
-  constructor(method: 'none' | 'client_secret_basic') {
-    super();
-    this.method = method;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'MCP SDK v2 client',
-      redirect_uris: [REDIRECT],
-      token_endpoint_auth_method: this.method,
-    };
-  }
-  async redirectToAuthorization(url: URL) {
-    const visit = await this.visit(url, {
-      cookieName: sessionCookieName(r.issuer),
-      sessionToken: r.user.sessionToken,
-    });
-    this.callback = visit.callback;
-    this.consentPage = visit.consentPage;
-  }
-}
-
-async function whoami(provider: V2Provider, serverUrl: URL) {
+async function whoami(provider: SignedInProvider, serverUrl: URL) {
   const transport = new StreamableHTTPClientTransport(serverUrl, { authProvider: provider });
   const client = new Client({ name: 'sdk-v2', version: '1.0.0' });
   await client.connect(transport);
@@ -75,7 +37,7 @@ describe('MCP TypeScript SDK v2 client', () => {
       const serverUrl = new URL(r.serverUrl());
       const seen: RecordedRequest[] = [];
       const fetchFn = recordingFetch(seen);
-      const provider = new V2Provider(method);
+      const provider = v2Provider(method);
       expect(await auth(provider, { serverUrl, fetchFn })).toBe('REDIRECT');
       expect(seen.map((s) => `${s.method} ${s.url}`)).toContain(`POST ${r.issuer}/oauth/register`);
       expect(

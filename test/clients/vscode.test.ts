@@ -8,34 +8,26 @@
 //   https://github.com/koala73/worldmonitor/pull/8305
 // - random port when 33418 is busy: https://github.com/microsoft/vscode/issues/278512
 // - PRM `resource` must equal the server URL: https://github.com/microsoft/vscode/blob/main/src/vs/base/common/oauth.ts
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ClientFlow, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
 import { freePort } from '../helpers/processes.ts';
 
 const DOCUMENT = 'https://vscode.dev/oauth/client-metadata.json';
 const WEB = ['https://insiders.vscode.dev/redirect', 'https://vscode.dev/redirect'];
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({
-    allowedRedirectUris: WEB,
-    pinned: [
-      {
-        client_id: DOCUMENT,
-        client_name: 'Visual Studio Code',
-        application_type: 'native',
-        redirect_uris: ['http://127.0.0.1:33418/', 'https://vscode.dev/redirect'],
-        grant_types: ['authorization_code', 'refresh_token'],
-        response_types: ['code'],
-        token_endpoint_auth_method: 'none',
-      },
-    ],
-  });
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
+const r = useReplayStack({
+  allowedRedirectUris: WEB,
+  pinned: [
+    {
+      client_id: DOCUMENT,
+      client_name: 'Visual Studio Code',
+      application_type: 'native',
+      redirect_uris: ['http://127.0.0.1:33418/', 'https://vscode.dev/redirect'],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    },
+  ],
 });
 
 async function vscode(clientId: string, redirectUri: string): Promise<ClientFlow> {

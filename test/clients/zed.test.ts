@@ -3,18 +3,10 @@
 // scope from the challenge, then the resource metadata, never offline_access; `resource` on authorize, token and
 // refresh; no client secret.
 // Source: https://github.com/zed-industries/zed/blob/main/crates/context_server/src/oauth.rs
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { describe, expect, it } from 'vitest';
+import { useReplayStack } from '../helpers/client-replay.ts';
 
-let r: ReplayStack;
-
-beforeAll(async () => {
-  r = await startReplayStack({});
-}, 90_000);
-
-afterAll(async () => {
-  await r?.stop();
-});
+const r = useReplayStack();
 
 describe('Zed', () => {
   it('finds S256 and authorization servers, without which Zed aborts (oauth.rs)', async () => {

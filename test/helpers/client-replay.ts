@@ -10,6 +10,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
+import { afterAll, beforeAll } from 'vitest';
 import { toolJson } from '../tools/helpers.ts';
 import { type Stack, startStack } from '../tools/stack.ts';
 import { type SeededUser, seedUser } from './database.ts';
@@ -54,6 +55,8 @@ export interface ReplayStack {
   authorize(params: Params): Promise<AuthorizeAnswer>;
   /** POST /oauth/token with exactly this form (and these headers, e.g. HTTP Basic). */
   token(form: Params, headers?: Record<string, string>): Promise<JsonAnswer>;
+  /** The signed-in user's browser: the web session's cookie name and token. */
+  browserSession(): { cookieName: string; sessionToken: string };
   /** Connects through the gateway with the access token, calls `whoami` and returns its JSON. */
   whoami(accessToken: string, service?: string): Promise<Record<string, unknown>>;
   /** One client's whole sign-in: authorize (consent approved), code exchange, one refresh, whoami. */
@@ -112,6 +115,26 @@ async function answer(res: Response): Promise<JsonAnswer> {
     json = JSON.parse(text) as Record<string, unknown>;
   } catch {}
   return { status: res.status, headers: res.headers, json, text };
+}
+
+/**
+ * The replay stack of one test file: started before its tests, stopped after them. The object it returns stands
+ * for the running stack (use it inside tests and hooks only).
+ */
+export function useReplayStack(opts: ReplayStackOptions = {}): ReplayStack {
+  let current: ReplayStack | undefined;
+  beforeAll(async () => {
+    current = await startReplayStack(opts);
+  }, 90_000);
+  afterAll(async () => {
+    await current?.stop();
+  });
+  return new Proxy({} as ReplayStack, {
+    get(_target, key) {
+      if (!current) throw new Error('the replay stack is used before beforeAll started it');
+      return Reflect.get(current, key);
+    },
+  });
 }
 
 export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<ReplayStack> {
@@ -173,6 +196,7 @@ export async function startReplayStack(opts: ReplayStackOptions = {}): Promise<R
     docsOrigin,
     docsRequests,
     serverUrl,
+    browserSession: () => ({ cookieName, sessionToken: user.sessionToken }),
     async discover(service = 'platform') {
       const first = await fetch(serverUrl(service), {
         method: 'POST',

@@ -86,3 +86,32 @@ export abstract class InMemoryOAuthProvider implements OAuthClientProvider {
     return { callback, consentPage };
   }
 }
+
+/** Who the browser is: the web session's cookie name and token (a replay stack's `browserSession()`). */
+export type BrowserSession = { cookieName: string; sessionToken: string };
+
+/**
+ * A provider whose browser is a signed-in user: it registers `metadata`, and its redirect to the authorization
+ * endpoint is a visit with `session()`'s cookie (consent approved), remembering the callback and consent page.
+ */
+export class SignedInProvider extends InMemoryOAuthProvider {
+  callback: URL | undefined;
+  consentPage: string | undefined;
+  readonly redirectUrl: string;
+  private readonly metadata: OAuthClientMetadata;
+  private readonly browser: () => BrowserSession;
+  constructor(redirectUrl: string, metadata: OAuthClientMetadata, browser: () => BrowserSession) {
+    super();
+    this.redirectUrl = redirectUrl;
+    this.metadata = metadata;
+    this.browser = browser;
+  }
+  get clientMetadata(): OAuthClientMetadata {
+    return this.metadata;
+  }
+  async redirectToAuthorization(url: URL) {
+    const visit = await this.visit(url, this.browser());
+    this.callback = visit.callback;
+    this.consentPage = visit.consentPage;
+  }
+}

@@ -1,21 +1,11 @@
-// Interop with a client nobody here wrote: the MCP SDK's own OAuth flow (its transport calling `auth()` with
-// an OAuthClientProvider), starting from nothing but the gateway URL of a service. It must discover the
-// protected-resource metadata, then the IdP's metadata, register dynamically, authorize (the browser step is
-// a GET carrying the web-session cookie), exchange the code and call `whoami` through the gateway.
-import { randomBytes } from 'node:crypto';
-import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type {
-  OAuthClientInformationMixed,
-  OAuthClientMetadata,
-  OAuthTokens,
-} from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
-import { answerConsent, sessionCookieName } from '../helpers/oauth.ts';
+import { sessionCookieName } from '../helpers/oauth.ts';
+import { SignedInProvider } from '../helpers/oauth-provider.ts';
 import { toolJson } from './helpers.ts';
 import { type Stack, startStack } from './stack.ts';
 
@@ -31,79 +21,26 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-/** An in-memory provider; the "browser" is a fetch with the user's web-session cookie. */
-class CookieBrowserProvider implements OAuthClientProvider {
-  readonly redirectUrl = 'http://127.0.0.1:47613/callback';
+/** The SDK's provider kept in memory; the "browser" is a fetch with the user's web-session cookie. */
+class CookieBrowserProvider extends SignedInProvider {
   authorizationUrl: URL | undefined;
-  callback: URL | undefined;
-  private info: OAuthClientInformationMixed | undefined;
-  private saved: OAuthTokens | undefined;
-  private verifier = '';
-  private readonly expectedState = randomBytes(16).toString('hex');
-
-  private readonly sessionToken: string;
-
   constructor(sessionToken: string) {
-    this.sessionToken = sessionToken;
+    const redirectUrl = 'http://127.0.0.1:47613/callback';
+    super(
+      redirectUrl,
+      {
+        client_name: 'MCP SDK interop test',
+        redirect_uris: [redirectUrl],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      },
+      () => ({ cookieName: sessionCookieName(stack.idp.issuer), sessionToken }),
+    );
   }
-
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'MCP SDK interop test',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  state() {
-    return this.expectedState;
-  }
-  clientInformation() {
-    return this.info;
-  }
-  saveClientInformation(info: OAuthClientInformationMixed) {
-    this.info = info;
-  }
-  tokens() {
-    return this.saved;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.saved = tokens;
-  }
-  saveCodeVerifier(v: string) {
-    this.verifier = v;
-  }
-  codeVerifier() {
-    return this.verifier;
-  }
-  consentShown = false;
-  async redirectToAuthorization(url: URL) {
+  override async redirectToAuthorization(url: URL) {
     this.authorizationUrl = url;
-    const cookieName = sessionCookieName(url.origin);
-    const res = await fetch(url, {
-      redirect: 'manual',
-      headers: { cookie: `${cookieName}=${this.sessionToken}` },
-    });
-    let status = res.status;
-    let location = res.headers.get('location');
-    if (status === 200) {
-      // A newly registered client: the user approves it on the consent page.
-      this.consentShown = true;
-      const answer = await answerConsent({
-        url: url.href,
-        html: await res.text(),
-        sessionToken: this.sessionToken,
-        cookieName,
-        decision: 'approve',
-      });
-      status = answer.status;
-      location = answer.location?.href ?? null;
-    }
-    if (status !== 302 || !location) throw new Error(`authorize answered ${status}`);
-    this.callback = new URL(location);
-    // A real client checks the state it sent before using the code; so does this one.
-    if (this.callback.searchParams.get('state') !== this.expectedState) throw new Error('state mismatch');
+    await super.redirectToAuthorization(url);
   }
 }
 
@@ -147,7 +84,8 @@ it('discovers, registers, authorizes, exchanges and calls whoami through the gat
   });
   expect(auth.searchParams.get('scope')?.split(' ')).toContain('mcp:platform');
   expect(provider.callback!.searchParams.get('iss')).toBe(issuer);
-  expect(provider.consentShown).toBe(true);
+  // A newly registered client: the user approved it on the consent page.
+  expect(provider.consentPage).toBeDefined();
 
   // 2. The client was "redirected back" with the code: the SDK exchanges it (PKCE) at the token endpoint.
   await first.finishAuth(provider.callback!.searchParams.get('code')!);
