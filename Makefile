@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
+.PHONY: dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
@@ -25,6 +25,11 @@ dev: deps
 test: deps test-tools container-tools
 	node node_modules/vitest/vitest.mjs run --config test/containers/vitest.config.ts
 	node node_modules/vitest/vitest.mjs run
+
+# The failover suite: real Redis Sentinel and Cluster failovers, a Postgres failover behind its write endpoint, a
+# Docker Swarm on a private engine (test/ha/vitest.config.ts). .ci/run runs it after `make test`.
+test-ha: deps test-tools ha-tools
+	node node_modules/vitest/vitest.mjs run --config test/ha/vitest.config.ts
 
 test-containers: deps container-tools
 	node node_modules/vitest/vitest.mjs run --config test/containers/vitest.config.ts
@@ -108,6 +113,13 @@ test-tools:
 CONTAINER_PACKAGES := docker.io:/usr/sbin/dockerd docker-compose:/usr/bin/docker-compose debootstrap:/usr/sbin/debootstrap prometheus:/usr/bin/promtool
 container-tools:
 	$(call debian-packages,$(CONTAINER_PACKAGES),the container suite,exit 1)
+
+# The failover suite's engines (Debian packages): Redis (Sentinel is redis-server --sentinel), HAProxy, the
+# Docker Engine for the Swarm test (with ip and nsenter for its private nodes in network namespaces), Patroni and
+# etcd for the Postgres failover (PostgreSQL 15 is already there).
+HA_PACKAGES := redis-server:/usr/bin/redis-server haproxy:/usr/sbin/haproxy docker.io:/usr/sbin/dockerd iproute2:/usr/sbin/ip util-linux:/usr/bin/nsenter patroni:/usr/bin/patroni etcd-server:/usr/bin/etcd
+ha-tools:
+	$(call debian-packages,$(HA_PACKAGES),the failover suite,exit 1)
 
 # Without HAProxy the gateway benchmark still runs; it leaves out the reference row and says so.
 bench-deps:
