@@ -9,12 +9,12 @@ import {
   optionalSecret,
   optionalString,
   port,
-  redisUrl,
   requiredSecret,
   requiredString,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.ts';
+import { redisUrl } from '../lib/redis/config.ts';
 import { isServiceName } from '../lib/service-name.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
@@ -253,7 +253,10 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
   const services = names.map((n) => loadService(env, n, base, identitySecret));
   const redis = redisUrl(env);
   if (opts.redisRequired !== false && redis === undefined) {
-    throw new ConfigError('REDIS_URL', 'is required (JWKS cache, denylist and revocation channel)');
+    throw new ConfigError(
+      'REDIS_URL',
+      'is required (JWKS cache, denylist and revocation channel); or REDIS_SENTINELS or REDIS_CLUSTER_NODES',
+    );
   }
   const platform = loadPlatform(env);
   const entra = loadEntra(env);

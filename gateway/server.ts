@@ -15,6 +15,7 @@ import { createDpopCheck } from './dpop/check.ts';
 import { gatewayReplayStore } from './dpop/replay.ts';
 import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
+import { listenForKeyNotices } from './jwks/notices.ts';
 import { JwksCacheCodec, type JwksStore, RedisJwksStore } from './jwks/store.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
 import { PolicyFile } from './policy/gate.ts';
@@ -122,16 +123,21 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       onFetch: metrics && ((outcome) => metrics.jwksFetches.inc({ issuer, outcome })),
     });
   const { platform, entra } = config;
+  const platformKeys =
+    platform &&
+    keySet(
+      platform.issuer,
+      platform.jwksUrl !== undefined
+        ? async () => platform.jwksUrl!
+        : discoveredJwksUrl(platform.issuer, http),
+    );
+  // An emergency rotation at the IdP withdraws keys at once (docs/gateway.md § Key sets).
+  const stopKeyNotices = platformKeys && redis && listenForKeyNotices(redis.sub, platformKeys, log);
   const verify = createTokenVerifier({
     cache,
     platform: platform && {
       trust: platform,
-      keys: keySet(
-        platform.issuer,
-        platform.jwksUrl !== undefined
-          ? async () => platform.jwksUrl!
-          : discoveredJwksUrl(platform.issuer, http),
-      ),
+      keys: platformKeys!,
     },
     entra: entra && {
       trust: entra,
@@ -177,6 +183,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
 
   const release = async () => {
     sync?.stop();
+    stopKeyNotices?.();
     bodies.close();
     await Promise.all([...upstreams.values()].map((u) => u.close()));
     await redis?.close();

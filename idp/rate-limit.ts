@@ -1,12 +1,12 @@
 import type { IncomingMessage } from 'node:http';
 import { BlockList, isIP } from 'node:net';
-import type { Redis } from 'ioredis';
 import {
   type RateLimiterAbstract,
   RateLimiterMemory,
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
+import type { RedisClient } from '../lib/redis/client.ts';
 import type { RateLimitedEndpoint, RateLimits } from './config.ts';
 import { OAuthError } from './errors.ts';
 
@@ -43,7 +43,7 @@ export interface RateLimiterOptions {
   limits: RateLimits;
   trustedProxies: readonly string[];
   /** Shared by every replica when given; else counted in this process (the dev stack). */
-  redis?: Redis;
+  redis?: RedisClient;
   /** Metrics hook: called once per refused request. */
   onRefused?: (endpoint: RateLimitedEndpoint) => void;
 }

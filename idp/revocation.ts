@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis';
 import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { RedisClient } from '../lib/redis/client.ts';
 import {
   type RevocationPublisher,
   revocationsRestoredKey,
@@ -350,7 +350,7 @@ export const RESTORE_CHECK_MS = 1000;
  * may have failed while Redis was away. Replicas may replay together: writes only ever move a cut-off later.
  */
 export function keepDenylistRestored(o: {
-  redis: Redis;
+  redis: RedisClient;
   issuer: string;
   replay: () => Promise<number>;
   log: Logger;

@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
 import { ConfigError } from './config.ts';
+import { createRedisClient } from './redis/client.ts';
 
 /** Redis refusing the credentials of the URL (wrong password, unknown or disabled ACL user, none given). */
 export function isRedisAuthError(err: unknown): boolean {
@@ -9,10 +9,11 @@ export function isRedisAuthError(err: unknown): boolean {
 /**
  * Start-up: one connection and PING with the URL's credentials. Redis refusing them is a configuration error
  * (exit 2, one line naming the variable, the password never printed); Redis unreachable is not (an outage the
- * process rides out, docs/gateway.md § Redis down).
+ * process rides out, docs/gateway.md § Redis down). With Sentinel the Sentinels are asked for the master first
+ * (their own credentials refused are reported the same way); with a Cluster every node is asked for the slots.
  */
 export async function checkRedisCredentials(url: string, variable = 'REDIS_URL'): Promise<void> {
-  const probe = new Redis(url, {
+  const probe = createRedisClient(url, {
     lazyConnect: true,
     connectTimeout: 2000,
     maxRetriesPerRequest: 0,

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis/client.ts';
 
 // Names shared with every gateway and IdP (docs/reference.md § Redis keys): keys, values and the channel's messages.
 export const REVOCATION_CHANNEL = 'platform:revocations';
@@ -57,8 +57,8 @@ const cutoffTtl = (cutoff: number) =>
   Math.max(1, Math.ceil(cutoff + SUB_CUTOFF_TTL_SECONDS - Date.now() / 1000));
 
 export class RedisRevocationPublisher implements RevocationPublisher {
-  readonly #redis: Redis;
-  constructor(redis: Redis) {
+  readonly #redis: RedisClient;
+  constructor(redis: RedisClient) {
     this.#redis = redis;
   }
 

@@ -1,5 +1,5 @@
-import type { Redis } from 'ioredis';
 import { type DpopReplayStore, MemoryDpopReplayStore, RedisDpopReplayStore } from '../../lib/dpop/index.ts';
+import type { RedisClient } from '../../lib/redis/client.ts';
 import type { RevocationMode } from '../config.ts';
 import { GatewayError } from '../errors.ts';
 
@@ -18,7 +18,7 @@ export class ReplayUnavailableError extends GatewayError {
  * Redis does not answer, GATEWAY_REVOCATION_MODE decides as it does for revocation: `fail-open` falls back to
  * this replica's memory (a proof stays single-use here, not across replicas), `fail-closed` refuses with 503.
  */
-export function gatewayReplayStore(redis: Redis, mode: RevocationMode): DpopReplayStore {
+export function gatewayReplayStore(redis: RedisClient, mode: RevocationMode): DpopReplayStore {
   const shared = new RedisDpopReplayStore(redis);
   const local = new MemoryDpopReplayStore();
   return {

@@ -22,6 +22,8 @@ export interface RevocationSubject {
 /** The one question the request path asks, answered from memory (no Redis round trip). */
 export interface RevocationCheck {
   check(t: RevocationSubject): RevocationStatus;
+  /** False while the copy of Redis is not known to be complete (a resync pending); undefined: no copy at all. */
+  readonly current?: boolean;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger.ts';
+import { isCluster, masters, onFailover, type RedisClient } from '../../lib/redis/client.ts';
 import { parseRevocationEvent, REVOCATION_CHANNEL, type RevocationEvent } from '../../lib/revocation.ts';
 import type { RevocationMirror } from './mirror.ts';
 
@@ -20,11 +21,16 @@ export interface RevocationSync {
  * `{"email","cutoff"}`), then copy every denylist key (jti, sub and email)
  * (SCAN), on start and after every reconnection — events published while disconnected are lost by pub/sub,
  * so the copy is what makes the mirror whole again. The subscription is confirmed before the scan starts, so
- * nothing published in between can fall through the gap.
+ * nothing published in between can fall through the gap. A resync is retried until it succeeds; until then the
+ * mirror is not current (GATEWAY_REVOCATION_MODE decides, and /health says `resyncing`).
+ *
+ * High availability (docs/operations.md § Redis failover): with Sentinel the subscription follows the master,
+ * so a failover is a reconnection like any other. On a Cluster the copy scans every master (a Cluster client
+ * has no scanStream and SCAN reaches one node), and a change of the Cluster's masters resyncs too.
  */
 export function startRevocationSync(
   mirror: RevocationMirror,
-  redis: { cmd: Redis; sub: Redis },
+  redis: { cmd: RedisClient; sub: Redis },
   log: Logger,
   onEvent?: (event: RevocationEvent) => void,
 ): RevocationSync {
@@ -56,10 +62,15 @@ export function startRevocationSync(
   }
 
   async function copyDenylist(): Promise<void> {
-    const stream = cmd.scanStream({ match: 'platform:deny:*', count: 1000 });
+    for (const node of masters(cmd)) await copyFrom(node);
+  }
+
+  async function copyFrom(node: Redis): Promise<void> {
+    const stream = node.scanStream({ match: 'platform:deny:*', count: 1000 });
     for await (const batch of stream as AsyncIterable<string[]>) {
       if (batch.length === 0) continue;
-      const p = cmd.pipeline();
+      // On the node itself: every key it returned is served by it (a Cluster pipeline must stay in one slot).
+      const p = node.pipeline();
       for (const key of batch) {
         if (key.startsWith(JTI_PREFIX)) p.pttl(key);
         else p.get(key);
@@ -108,8 +119,18 @@ export function startRevocationSync(
   });
   sub.on('close', () => {
     generation += 1;
+    if (mirror.current) log.warn('revocation mirror resyncing: the subscription to redis was lost');
     mirror.setCurrent(false);
   });
+  // A Cluster promoted a replica: what the lost master acknowledged may be gone from the keys; the IdPs write
+  // it again (idp/revocation.ts keepDenylistRestored) and the copy is taken again here.
+  const stopWatching = isCluster(cmd)
+    ? onFailover(cmd, () => {
+        if (!mirror.current) return;
+        generation += 1;
+        void resync(generation);
+      })
+    : () => {};
 
   const sweep = setInterval(() => mirror.sweep(), SWEEP_INTERVAL_MS);
   sweep.unref();
@@ -136,6 +157,7 @@ export function startRevocationSync(
     },
     stop() {
       stopped = true;
+      stopWatching();
       clearInterval(sweep);
     },
   };

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../redis/client.ts';
 
 /** A proof's jti, once seen (docs/reference.md § Redis keys): keyed per key so two clients' jti never collide. */
 export const dpopJtiKey = (jti: string, jkt: string) =>
@@ -12,8 +12,8 @@ export interface DpopReplayStore {
 
 /** Shared by every replica: one `SET NX EX` round trip. */
 export class RedisDpopReplayStore implements DpopReplayStore {
-  readonly #redis: Redis;
-  constructor(redis: Redis) {
+  readonly #redis: RedisClient;
+  constructor(redis: RedisClient) {
     this.#redis = redis;
   }
   async firstUse(jti: string, jkt: string, ttlSeconds: number): Promise<boolean> {
