@@ -1,4 +1,5 @@
-import { type Env, normaliseDatabaseUrl, redisUrl } from '../lib/config.ts';
+import { type Env, normaliseDatabaseUrl, oneOf } from '../lib/config.ts';
+import { redisUrl } from '../lib/redis/config.ts';
 
 /** Settings of the IdP refresh-grant benchmark (make bench-idp); every one optional. */
 export interface IdpBenchConfig {
@@ -14,6 +15,11 @@ export interface IdpBenchConfig {
   idpNodeOptions: string | undefined;
   /** PATH, handed to the child processes. */
   path: string | undefined;
+  /**
+   * BENCH_KEY_ROTATION: `auto` runs the IdP with PLATFORM_KEY_ROTATION=auto on a schedule of seconds (publish
+   * ahead 4 s, lifetime 6 s), so keys rotate during the measurement; `off` (default): a static key.
+   */
+  keyRotation: 'off' | 'auto';
 }
 
 function positive(env: Env, name: string, fallback: number): number {
@@ -35,6 +41,7 @@ export function loadIdpBenchConfig(env: Env): IdpBenchConfig {
     idpLogLevel: env.BENCH_IDP_LOG_LEVEL ?? 'info',
     idpNodeOptions: env.BENCH_IDP_NODE_OPTIONS || undefined,
     path: env.PATH,
+    keyRotation: oneOf(env, 'BENCH_KEY_ROTATION', ['off', 'auto'] as const, 'off'),
   });
 }
 

@@ -5,7 +5,7 @@
 // so every grant signs an access token AND an id_token and appends its audit row. Postgres on this machine.
 // The IdP is pinned to CPU 0 and the load generator (this process) to CPU 1 with taskset.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
@@ -69,7 +69,14 @@ async function startIdp(databaseUrl: string) {
       PATH: config.path,
       IDP_PORT: String(PORT),
       PLATFORM_OIDC_ISSUER: ISSUER,
-      PLATFORM_OIDC_PRIVATE_KEY: key,
+      ...(config.keyRotation === 'auto'
+        ? {
+            PLATFORM_KEY_ROTATION: 'auto',
+            PLATFORM_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+            PLATFORM_KEY_PUBLISH_AHEAD: '4s',
+            PLATFORM_KEY_LIFETIME: '6s',
+          }
+        : { PLATFORM_OIDC_PRIVATE_KEY: key }),
       PLATFORM_AUDIENCE: 'https://platform.bench/api',
       DATABASE_URL: databaseUrl,
       REDIS_URL,
@@ -185,6 +192,10 @@ async function main() {
     stop = true;
     await Promise.all(workers);
     const audit = await db.pool.query('SELECT count(*)::int AS n FROM platform.issuance_audit');
+    const rotated =
+      config.keyRotation === 'auto'
+        ? (await db.pool.query('SELECT count(*)::int AS n FROM platform.rotating_keys')).rows[0].n
+        : undefined;
 
     const rate = grants / elapsed;
     latencies.sort((a, b) => a - b);
@@ -199,6 +210,8 @@ async function main() {
     );
     console.log(`| errors                                    | ${String(errors).padStart(12)} |`);
     console.log(`| audit rows written                        | ${String(audit.rows[0].n).padStart(12)} |`);
+    if (rotated !== undefined)
+      console.log(`| signing keys created (rotation auto, 6 s) | ${String(rotated).padStart(12)} |`);
     console.log('');
     console.log(
       `ratio: ${ratio.toFixed(3)} x the sign rate (target >= 0.25; certified oidc-provider + Postgres ~ 0.12)`,

@@ -9,6 +9,15 @@ export const JWKS_TIMEOUTS = Object.freeze({ connectMs: 2000, readMs: 3000, writ
 /** A JWKS document larger than this is refused: real ones are a few KiB; this bounds a hostile server. */
 export const MAX_JWKS_BYTES = 512 * 1024;
 
+/** `max-age=N` of a Cache-Control header (`no-cache`/`no-store` read as 0); undefined without one. */
+export function maxAge(header: string | string[] | undefined): number | undefined {
+  const v = Array.isArray(header) ? header.join(',') : header;
+  if (!v) return undefined;
+  if (/(^|[\s,])no-(cache|store)\b/i.test(v)) return 0;
+  const m = /(?:^|[\s,])max-age\s*=\s*"?(\d{1,10})"?/i.exec(v);
+  return m ? Number(m[1]) : undefined;
+}
+
 export class JwksFetchError extends Error {
   override readonly name = 'JwksFetchError';
 }
@@ -24,6 +33,11 @@ export class JwksHttpClient {
 
   /** GET `url` expecting 200 and a body of at most MAX_JWKS_BYTES; returns the body text. */
   async getText(url: string): Promise<string> {
+    return (await this.get(url)).text;
+  }
+
+  /** Like getText, with the response's Cache-Control max-age (undefined when it gives none). */
+  async get(url: string): Promise<{ text: string; maxAgeSeconds: number | undefined }> {
     const total =
       JWKS_TIMEOUTS.connectMs + JWKS_TIMEOUTS.readMs + JWKS_TIMEOUTS.writeMs + JWKS_TIMEOUTS.poolMs;
     let res: Awaited<ReturnType<typeof request>>;
@@ -56,7 +70,10 @@ export class JwksHttpClient {
       if (err instanceof JwksFetchError) throw err;
       throw new JwksFetchError(`GET ${url}: reading the body failed: ${(err as Error).message}`);
     }
-    return Buffer.concat(chunks).toString('utf8');
+    return {
+      text: Buffer.concat(chunks).toString('utf8'),
+      maxAgeSeconds: maxAge(res.headers['cache-control']),
+    };
   }
 
   async close(): Promise<void> {

@@ -2,7 +2,7 @@ import type { KeyObject } from 'node:crypto';
 import type { Logger } from '../../lib/logger.ts';
 import type { JwksHttpClient } from './http-client.ts';
 import { parseJwks } from './parse-jwks.ts';
-import { JWKS_TTL_SECONDS, type JwksStore } from './store.ts';
+import { type JwksStore, jwksTtlSeconds } from './store.ts';
 
 export interface KeySetOptions {
   issuer: string;
@@ -22,6 +22,14 @@ export interface KeySetOptions {
 
 const MIN_BACKOFF_MS = 1000;
 const MAX_BACKOFF_MS = 5 * 60_000;
+/**
+ * A kid named withdrawn by a key notice (lib/key-notices.ts) is refused this long even if a fetch still lists
+ * it: an IdP replica that has not yet re-read its keys may serve the old set for a poll interval (≤ 30 s).
+ */
+export const WITHDRAWN_HOLD_MS = 120_000;
+/** After a withdrawal, the set is refetched until it names the new signing kid: this many tries, this far apart. */
+const WITHDRAW_REFETCH_TRIES = 10;
+const WITHDRAW_REFETCH_GAP_MS = 500;
 
 /**
  * One issuer's verification keys: an in-process map in front of the shared Redis copy in front of HTTP.
@@ -31,6 +39,8 @@ const MAX_BACKOFF_MS = 5 * 60_000;
  * - An unknown kid forces a refresh, but at most one per cooldown, and concurrent misses share it: a flood of
  *   random kids costs one fetch per cooldown, not one per request.
  * - A failed fetch keeps the last good keys and backs off exponentially (1 s … 5 min).
+ * - The set is kept for the response's Cache-Control max-age (1 s … 1 h; none: 1 h).
+ * - withdraw() (a key notice) drops kids at once and refetches over HTTP, past the shared copy.
  */
 export class KeySet {
   readonly issuer: string;
@@ -45,6 +55,8 @@ export class KeySet {
   #retryAt = 0;
   #backoffMs = MIN_BACKOFF_MS;
   #inflight: Promise<void> | undefined;
+  /** kid → ms epoch until which it is refused whatever a fetch says (withdraw()). */
+  readonly #withdrawn = new Map<string, number>();
 
   constructor(opts: KeySetOptions) {
     this.issuer = opts.issuer;
@@ -64,6 +76,34 @@ export class KeySet {
       return k;
     }
     return this.#miss(kid);
+  }
+
+  /**
+   * A key notice: `kids` are refused from now on (and for WITHDRAWN_HOLD_MS whatever a fetch says), and the set
+   * is fetched again from the issuer, skipping the shared Redis copy, until it names `signing` (when given). A
+   * notice without kids only makes the set stale, so the next request refreshes it in the background.
+   */
+  withdraw(kids: readonly string[], signing: string | undefined): Promise<void> {
+    if (kids.length === 0) {
+      this.#staleAt = 0;
+      return Promise.resolve();
+    }
+    const until = Date.now() + WITHDRAWN_HOLD_MS;
+    for (const kid of kids) this.#withdrawn.set(kid, until);
+    this.#install(new Map([...this.#keys].filter(([kid]) => !kids.includes(kid))), this.#staleAt);
+    const run = async () => {
+      await this.#inflight?.catch(() => {});
+      for (let i = 0; i < WITHDRAW_REFETCH_TRIES; i++) {
+        await this.#refresh(undefined, { skipShared: true });
+        if (signing === undefined || this.#keys.has(signing)) return;
+        await new Promise((r) => setTimeout(r, WITHDRAW_REFETCH_GAP_MS));
+      }
+    };
+    const p = run().finally(() => {
+      if (this.#inflight === p) this.#inflight = undefined;
+    });
+    this.#inflight = p;
+    return p;
   }
 
   /** Waits for any refresh in progress (tests and start-up warm-up). */
@@ -92,11 +132,11 @@ export class KeySet {
     });
   }
 
-  async #refresh(wantedKid: string | undefined): Promise<void> {
+  async #refresh(wantedKid: string | undefined, opts: { skipShared?: boolean } = {}): Promise<void> {
     const { store, issuer, log } = this.#opts;
     // Another replica may already have fetched the set (or the rotated one): take it from Redis when it is
     // there and, for an unknown kid, actually contains that kid.
-    if (store) {
+    if (store && !opts.skipShared) {
       const shared = await store.read(issuer);
       if (shared) {
         try {
@@ -114,15 +154,16 @@ export class KeySet {
     let url = '';
     try {
       url = await this.#opts.resolveUrl();
-      const text = await this.#opts.http.getText(url);
+      const { text, maxAgeSeconds } = await this.#opts.http.get(url);
       const keys = parseJwks(text);
-      this.#install(keys, Date.now() + JWKS_TTL_SECONDS * 1000);
+      const ttlSeconds = jwksTtlSeconds(maxAgeSeconds);
+      this.#install(keys, Date.now() + ttlSeconds * 1000);
       this.#retryAt = 0;
       this.#backoffMs = MIN_BACKOFF_MS;
       // resource-server-contract.md check 7: the key-set fetch shows HTTP 200 in the log.
       log.info({ issuer, url, status: 200, kids: [...keys.keys()] }, 'jwks fetched');
       this.#opts.onFetch?.('ok');
-      if (store) await store.write(issuer, text);
+      if (store) await store.write(issuer, text, ttlSeconds);
     } catch (err) {
       this.#retryAt = Date.now() + this.#backoffMs;
       this.#opts.onFetch?.('failed');
@@ -141,6 +182,11 @@ export class KeySet {
   }
 
   #install(keys: Map<string, KeyObject>, staleAt: number): void {
+    const now = Date.now();
+    for (const [kid, until] of this.#withdrawn) {
+      if (until <= now) this.#withdrawn.delete(kid);
+      else keys.delete(kid);
+    }
     let removed = false;
     for (const kid of this.#keys.keys()) if (!keys.has(kid)) removed = true;
     this.#keys = keys;

@@ -1,9 +1,21 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../../lib/redis/client.ts';
 import { jwksKey } from '../../lib/revocation.ts';
 
-/** docs/reference.md § Redis keys: `platform:jwks:<issuer>` holds the tagged JWKS JSON for an hour. */
+/**
+ * docs/reference.md § Redis keys: `platform:jwks:<issuer>` holds the tagged JWKS JSON for an hour at most, less
+ * when the issuer's key-set response says so (Cache-Control max-age; the platform IdP keeps it below its
+ * key-rotation margin).
+ */
 export const JWKS_TTL_SECONDS = 3600;
+/** The shortest a fetched key set is kept: a max-age of 0 must not turn every request into a fetch. */
+export const MIN_JWKS_TTL_SECONDS = 1;
+
+/** How long a key set fetched with `maxAgeSeconds` is used: its max-age within 1 s … 1 h (none: 1 h). */
+export function jwksTtlSeconds(maxAgeSeconds: number | undefined): number {
+  if (maxAgeSeconds === undefined) return JWKS_TTL_SECONDS;
+  return Math.max(MIN_JWKS_TTL_SECONDS, Math.min(JWKS_TTL_SECONDS, maxAgeSeconds));
+}
 
 /** The label the key-set cache key is derived under (its own, apart from the identity keys'). */
 const KEY_LABEL = 'platform-jwks-cache-v1';
@@ -11,7 +23,7 @@ const KEY_LABEL = 'platform-jwks-cache-v1';
 /** Where gateway replicas share fetched key sets. Failures read as "nothing there": Redis is an optimisation. */
 export interface JwksStore {
   read(issuer: string): Promise<{ json: string; ttlMs: number } | undefined>;
-  write(issuer: string, json: string): Promise<void>;
+  write(issuer: string, json: string, ttlSeconds?: number): Promise<void>;
 }
 
 /**
@@ -59,11 +71,15 @@ export class JwksCacheCodec {
 }
 
 export class RedisJwksStore implements JwksStore {
-  readonly #redis: Redis;
+  readonly #redis: RedisClient;
   readonly #codec: JwksCacheCodec;
   readonly #onRejected: (issuer: string, detail: string) => void;
 
-  constructor(redis: Redis, codec: JwksCacheCodec, onRejected: (issuer: string, detail: string) => void) {
+  constructor(
+    redis: RedisClient,
+    codec: JwksCacheCodec,
+    onRejected: (issuer: string, detail: string) => void,
+  ) {
     this.#redis = redis;
     this.#codec = codec;
     this.#onRejected = onRejected;
@@ -88,10 +104,10 @@ export class RedisJwksStore implements JwksStore {
     return { json: decoded.jwks, ttlMs: Math.min(ttl, decoded.exp * 1000 - nowMs) };
   }
 
-  async write(issuer: string, json: string): Promise<void> {
-    const exp = Math.floor(Date.now() / 1000) + JWKS_TTL_SECONDS;
+  async write(issuer: string, json: string, ttlSeconds = JWKS_TTL_SECONDS): Promise<void> {
+    const exp = Math.floor(Date.now() / 1000) + ttlSeconds;
     try {
-      await this.#redis.set(jwksKey(issuer), this.#codec.encode(issuer, json, exp), 'EX', JWKS_TTL_SECONDS);
+      await this.#redis.set(jwksKey(issuer), this.#codec.encode(issuer, json, exp), 'EX', ttlSeconds);
     } catch {
       // Redis down: the next replica to miss fetches over HTTP itself.
     }

@@ -1,11 +1,16 @@
-import { sendJson } from '../../lib/http.ts';
 import type { Endpoint } from '../context.ts';
-import type { SigningKey } from '../tokens/keys.ts';
 
-/** Every configured key's public part (rotation publishes old and new together); never a private member. */
-export function jwks(keys: readonly SigningKey[]): Endpoint {
-  const body = { keys: keys.map((k) => k.publicJwk) };
-  return async (_ctx, { res }) => {
-    sendJson(res, 200, body, { 'cache-control': 'public, max-age=300' });
-  };
-}
+/**
+ * The published keys' public parts (during a rotation old and new together); never a private member. The
+ * max-age is below the rotation's publish-ahead margin (idp/keys/schedule.ts `jwksMaxAge`), so a cache filled
+ * just before a key is announced is renewed before that key signs.
+ */
+export const jwks: Endpoint = async (ctx, { res }) => {
+  const { body, maxAge } = ctx.keyRing.jwks();
+  res.writeHead(200, {
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+    'cache-control': `public, max-age=${maxAge}`,
+  });
+  res.end(body);
+};

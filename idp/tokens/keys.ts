@@ -25,7 +25,8 @@ export class KeyConfigError extends Error {
   }
 }
 
-async function fromKeyObject(privateKey: KeyObject, kid: string | undefined): Promise<SigningKey> {
+/** A SigningKey from an RSA private key (2048 bits or more); `kid` defaults to the RFC 7638 thumbprint. */
+export async function fromKeyObject(privateKey: KeyObject, kid: string | undefined): Promise<SigningKey> {
   if (privateKey.type !== 'private') throw new KeyConfigError('is a public key; a private key is required');
   if (privateKey.asymmetricKeyType !== 'rsa') {
     throw new KeyConfigError(`must be an RSA key for RS256, got ${privateKey.asymmetricKeyType}`);

@@ -74,6 +74,8 @@ export interface KeyServer {
   failing: boolean;
   /** Extra delay before answering, ms. */
   delayMs: number;
+  /** The key set's Cache-Control header; undefined: none sent. */
+  cacheControl: string | undefined;
   close(): Promise<void>;
 }
 
@@ -83,6 +85,7 @@ export async function startKeyServer(initial?: SigningKey[]): Promise<KeyServer>
     keys: initial ?? [await newSigningKey()],
     failing: false,
     delayMs: 0,
+    cacheControl: undefined as string | undefined,
   };
   let base = '';
   const server = createServer((req, res) => {
@@ -101,7 +104,10 @@ export async function startKeyServer(initial?: SigningKey[]): Promise<KeyServer>
         res.writeHead(500).end('down');
         return;
       }
-      res.writeHead(200, { 'content-type': 'application/json' });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        ...(state.cacheControl ? { 'cache-control': state.cacheControl } : {}),
+      });
       res.end(JSON.stringify({ keys: state.keys.map((k) => k.publicJwk) }));
     };
     if (state.delayMs > 0) setTimeout(answer, state.delayMs);

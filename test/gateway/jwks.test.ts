@@ -231,3 +231,71 @@ describe('KeySet with the shared Redis copy', () => {
     expect(ks.fetches()).toBe(2);
   });
 });
+
+describe("KeySet: the issuer's max-age and key notices", () => {
+  const log = createLogger({ name: 'test', level: 'silent' });
+  const make = (ks: KeyServer, http: JwksHttpClient) =>
+    new KeySet({
+      issuer: ks.issuer,
+      resolveUrl: async () => ks.jwksUrl,
+      http,
+      store: undefined,
+      cooldownMs: 60_000,
+      log,
+    });
+
+  it('keeps a set for the max-age the issuer sends, so a key published meanwhile is known before it is used', async () => {
+    const http = new JwksHttpClient();
+    closers.push(() => http.close());
+    for (const [cacheControl, refetched] of [
+      ['public, max-age=1', true],
+      [undefined, false],
+    ] as const) {
+      const ks = await keyServer();
+      ks.cacheControl = cacheControl;
+      const set = make(ks, http);
+      expect(await set.key(ks.keys[0]!.kid)).toBeDefined();
+      const next = await newSigningKey();
+      ks.keys = [ks.keys[0]!, next];
+      await new Promise((r) => setTimeout(r, 1200));
+      // A request with the known kid after the max-age refreshes in the background; no unknown kid is needed.
+      expect(set.key(ks.keys[0]!.kid)).toBeDefined();
+      await set.settled();
+      expect(set.key(next.kid) !== undefined && !(set.key(next.kid) instanceof Promise)).toBe(refetched);
+      expect(ks.fetches()).toBe(refetched ? 2 : 1);
+    }
+  });
+
+  it('withdraw() drops a kid at once, refuses it while the issuer still lists it, and refetches until the new kid is there', async () => {
+    const http = new JwksHttpClient();
+    closers.push(() => http.close());
+    const ks = await keyServer();
+    const set = make(ks, http);
+    const old = ks.keys[0]!;
+    expect(await set.key(old.kid)).toBeDefined();
+    const next = await newSigningKey();
+    // The issuer (an IdP replica that has not re-read yet) still lists the withdrawn key; the new one comes later.
+    setTimeout(() => {
+      ks.keys = [old, next];
+    }, 700);
+    const done = set.withdraw([old.kid], next.kid);
+    expect(await set.key(old.kid)).toBeUndefined();
+    await done;
+    expect(await set.key(next.kid)).toBeDefined();
+    expect(await set.key(old.kid)).toBeUndefined();
+    expect(ks.fetches()).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a notice without kids only makes the set stale: refreshed in the background on the next use', async () => {
+    const http = new JwksHttpClient();
+    closers.push(() => http.close());
+    const ks = await keyServer();
+    const set = make(ks, http);
+    expect(await set.key(ks.keys[0]!.kid)).toBeDefined();
+    await set.withdraw([], undefined);
+    expect(ks.fetches()).toBe(1);
+    expect(set.key(ks.keys[0]!.kid)).toBeDefined();
+    await set.settled();
+    expect(ks.fetches()).toBe(2);
+  });
+});
