@@ -3,6 +3,7 @@ import { AdminApi, type Query } from './admin/api.ts';
 import { registerBlockCommands } from './admin/blocks.ts';
 import { registerEntitlementCommands } from './admin/entitlements.ts';
 import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
+import { registerKeyCommands } from './admin/keys.ts';
 import { registerMachineClientCommands } from './admin/machine-clients.ts';
 import { CliError } from './client/errors.ts';
 import { type Io, processIo } from './client/io.ts';
@@ -253,25 +254,7 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
     }),
   );
 
-  command('keys', "the IdP's signing keys: published, and which one signs")
-    .option('--json', 'print the API answer as JSON')
-    .action(
-      act(async (api, flags) => {
-        const r = await api.json<{ items: object[] }>('GET', 'keys');
-        if (flags.json) return io.out(JSON.stringify(r.items, null, 2));
-        io.out(
-          table(
-            [
-              ['kid', 'kid'],
-              ['alg', 'alg'],
-              ['published since', 'published_since'],
-              ['signing', 'signing'],
-            ],
-            r.items,
-          ),
-        );
-      }),
-    );
+  registerKeyCommands({ command, act, io });
 }
 
 interface UserRecord {

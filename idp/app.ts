@@ -39,7 +39,7 @@ export function withResponseHeaders(next: Handler): Handler {
 
 /** The provider as a request handler; main.ts owns the process, the port and shutdown. */
 export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
-  const table = routes(ctx.config, ctx.keys);
+  const table = routes(ctx.config);
   return (req, res) => {
     const id = requestId(req);
     const reqLog = log.child({ reqId: id });

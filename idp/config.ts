@@ -4,19 +4,22 @@ import {
   ConfigError,
   csv,
   databaseUrl,
+  duration,
   type Env,
   httpUrl,
   integer,
   logLevel,
   metricsPort,
   oneOf,
+  optionalSecret,
   optionalString,
   port,
-  redisUrl,
   requiredSecret,
   requiredString,
+  secretGiven,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
+import { redisUrl } from '../lib/redis/config.ts';
 import { isServiceName } from '../lib/service-name.ts';
 import type { MetadataClient } from './cimd/metadata.ts';
 import { loadPinnedDocuments } from './cimd/pinned.ts';
@@ -24,8 +27,13 @@ import { loadPinnedDocuments } from './cimd/pinned.ts';
 export interface IdpConfig {
   port: number;
   issuer: string;
-  /** PLATFORM_OIDC_PRIVATE_KEY as given: PEM, a JWK, or a JSON array of JWKs (parsed by tokens/keys.ts). */
-  privateKey: string;
+  /**
+   * PLATFORM_OIDC_PRIVATE_KEY as given: PEM, a JWK, or a JSON array of JWKs (parsed by tokens/keys.ts).
+   * Required unless `keyRotation` is set; with rotation it is imported once into an empty key table.
+   */
+  privateKey: string | undefined;
+  /** PLATFORM_KEY_ROTATION=auto: signing keys kept in Postgres and rotated on a schedule (idp/keys/). */
+  keyRotation: KeyRotationConfig | undefined;
   audience: string;
   services: string[];
   /** Exact non-loopback redirect URIs dynamic registration accepts (the connector callbacks). */
@@ -81,6 +89,65 @@ export interface IdpConfig {
     /** The `accounts.provider` whose providerAccountId is the user's `sub` (the Entra object id). */
     subjectProvider: string;
   };
+}
+
+export interface KeyRotationConfig {
+  /** PLATFORM_KEY_ENCRYPTION_KEY: the secret the keys' private parts are encrypted under (HKDF, AES-256-GCM). */
+  encryptionKey: string;
+  /** PLATFORM_KEY_LIFETIME: how long a key signs before the next one takes over. */
+  lifetimeSeconds: number;
+  /** PLATFORM_KEY_PUBLISH_AHEAD: how long a new key is published before it signs. */
+  publishAheadSeconds: number;
+}
+
+/** The key set's Cache-Control max-age with static keys (with rotation it follows the publish-ahead margin). */
+export const STATIC_JWKS_MAX_AGE_SECONDS = 300;
+/** The shortest publish-ahead margin accepted: room for a poll and a key-set cache life below it. */
+export const MIN_PUBLISH_AHEAD_SECONDS = 4;
+export const MIN_ENCRYPTION_KEY_LENGTH = 32;
+
+/**
+ * PLATFORM_KEY_ROTATION and its variables. The margins are checked here so a schedule that could let a gateway
+ * meet an unknown kid never starts: the key set is cached at most publish-ahead / 4 (idp/keys/schedule.ts), and
+ * a key must sign for longer than it is announced.
+ */
+function keyRotation(env: Env): KeyRotationConfig | undefined {
+  const mode = oneOf(env, 'PLATFORM_KEY_ROTATION', ['off', 'auto'] as const, 'off');
+  if (mode === 'off') {
+    for (const name of [
+      'PLATFORM_KEY_ENCRYPTION_KEY',
+      'PLATFORM_KEY_LIFETIME',
+      'PLATFORM_KEY_PUBLISH_AHEAD',
+    ]) {
+      const given =
+        name === 'PLATFORM_KEY_ENCRYPTION_KEY'
+          ? secretGiven(env, name)
+          : optionalString(env, name) !== undefined;
+      if (given) throw new ConfigError(name, 'is set but PLATFORM_KEY_ROTATION is not auto');
+    }
+    return undefined;
+  }
+  const encryptionKey = optionalSecret(env, 'PLATFORM_KEY_ENCRYPTION_KEY');
+  if (encryptionKey === undefined)
+    throw new ConfigError('PLATFORM_KEY_ENCRYPTION_KEY', 'is required when PLATFORM_KEY_ROTATION=auto');
+  if (encryptionKey.length < MIN_ENCRYPTION_KEY_LENGTH)
+    throw new ConfigError(
+      'PLATFORM_KEY_ENCRYPTION_KEY',
+      `is ${encryptionKey.length} characters; use at least ${MIN_ENCRYPTION_KEY_LENGTH} random ones (openssl rand -base64 48)`,
+    );
+  if (new Set(encryptionKey).size < 8)
+    throw new ConfigError('PLATFORM_KEY_ENCRYPTION_KEY', 'repeats too few characters to be a random secret');
+  const publishAheadSeconds = duration(env, 'PLATFORM_KEY_PUBLISH_AHEAD', 2 * 3600, {
+    min: MIN_PUBLISH_AHEAD_SECONDS,
+    max: 30 * 86_400,
+  });
+  const lifetimeSeconds = duration(env, 'PLATFORM_KEY_LIFETIME', 30 * 86_400, { min: 2, max: 3650 * 86_400 });
+  if (lifetimeSeconds <= publishAheadSeconds)
+    throw new ConfigError(
+      'PLATFORM_KEY_LIFETIME',
+      `(${lifetimeSeconds} s) must exceed PLATFORM_KEY_PUBLISH_AHEAD (${publishAheadSeconds} s)`,
+    );
+  return Object.freeze({ encryptionKey, lifetimeSeconds, publishAheadSeconds });
 }
 
 /** `cimd` and `cimd_host` count Client ID Metadata Document fetches, per client address and per document host. */
@@ -230,13 +297,20 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     throw new ConfigError('PLATFORM_SESSION_COOKIE', `"${cookie}" is not a cookie name`);
   const redis = redisUrl(env);
   if (opts.redisRequired !== false && redis === undefined) {
-    throw new ConfigError('REDIS_URL', 'is required (revocations are published through Redis)');
+    throw new ConfigError(
+      'REDIS_URL',
+      'is required (revocations are published through Redis); or REDIS_SENTINELS or REDIS_CLUSTER_NODES',
+    );
   }
   const idpPort = port(env, 'IDP_PORT', 4000);
+  const rotation = keyRotation(env);
   return Object.freeze({
     port: idpPort,
     issuer,
-    privateKey: requiredSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
+    privateKey: rotation
+      ? optionalSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY')
+      : requiredSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
+    keyRotation: rotation,
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
     services,
     allowedRedirectUris,

@@ -2,11 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Pool } from '../lib/db.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
+import type { SingleUseStore } from '../lib/single-use.ts';
 import type { ClientKeySets } from './client-auth/key-sets.ts';
 import type { IdpConfig } from './config.ts';
 import type { IdpDpop } from './dpop/index.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
 import type { EntityGrants } from './entity-grants/entity-grants.ts';
+import type { KeyRing } from './keys/ring.ts';
 import type { IdpMetrics } from './metrics.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
@@ -19,15 +21,13 @@ import type { DeviceCodeStore } from './store/device-codes.ts';
 import type { RefreshTokenStore } from './store/refresh-tokens.ts';
 import type { RefusalStore } from './store/refusals.ts';
 import type { SessionStore } from './store/sessions.ts';
-import type { JwtSigner } from './tokens/jwt.ts';
-import type { SigningKey } from './tokens/keys.ts';
 import type { TrustedIssuers } from './trusted-issuers/index.ts';
 
 /** Everything an endpoint may use; built once in app.ts, never a module global. */
 export interface IdpContext {
   config: IdpConfig;
-  keys: readonly SigningKey[];
-  signer: JwtSigner;
+  /** The signing keys: `keyRing.signer()` signs, `keyRing.published()` verifies (static or rotated). */
+  keyRing: KeyRing;
   clients: ClientStore;
   /** private_key_jwt key sets (a client's jwks, or its jwks_uri fetched and cached). */
   clientKeys: ClientKeySets;
@@ -55,9 +55,11 @@ export interface IdpContext {
   pool: Pool;
   /** PLATFORM_TRUSTED_ISSUERS_FILE's issuers (assertion grants); undefined: the file is not configured. */
   trustedIssuers?: TrustedIssuers;
+  /** Assertion grants' jti, each accepted once across every replica (Redis; memory for `platform dev`). */
+  assertionJtis: SingleUseStore;
   /** DPoP proofs (RFC 9449): token endpoint, userinfo and admin API. */
   dpop: IdpDpop;
-  /** Key of the consent form's CSRF token, derived from the signing key (the same on every replica). */
+  /** Key of the consent form's CSRF token, derived from the configured secret (the same on every replica). */
   csrfKey: Buffer;
 }
 

@@ -13,7 +13,6 @@ import { register } from './endpoints/register.ts';
 import { revoke } from './endpoints/revoke.ts';
 import { token } from './endpoints/token.ts';
 import { userinfo } from './endpoints/userinfo.ts';
-import type { SigningKey } from './tokens/keys.ts';
 
 export type RouteTable = ReadonlyMap<string, Readonly<Record<string, Endpoint>>>;
 
@@ -40,7 +39,7 @@ function limited(name: RateLimitedEndpoint, endpoint: Endpoint): Endpoint {
 }
 
 /** The provider's whole surface, in one place: path → method → endpoint. */
-export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTable {
+export function routes(config: IdpConfig): RouteTable {
   const meta = discovery(config);
   const admin = Object.fromEntries(ANY_METHOD.map((m) => [m, adminApi]));
   const consoleEndpoint = consoleMount(consoleRoutes);
@@ -48,7 +47,7 @@ export function routes(config: IdpConfig, keys: readonly SigningKey[]): RouteTab
   return new Map<string, Record<string, Endpoint>>([
     ['/.well-known/openid-configuration', { GET: meta }],
     ['/.well-known/oauth-authorization-server', { GET: meta }],
-    ['/.well-known/jwks.json', { GET: jwks(keys) }],
+    ['/.well-known/jwks.json', { GET: jwks }],
     ['/oauth/authorize', { GET: authorize, POST: authorizePost }],
     ['/oauth/token', { POST: limited('token', token) }],
     ['/oauth/register', { POST: limited('register', register) }],

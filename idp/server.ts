@@ -1,14 +1,15 @@
 import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { Redis } from 'ioredis';
 import { ConfigError } from '../lib/config.ts';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import { createRedisClient, onFailover, type RedisClient } from '../lib/redis/client.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
+import { MemorySingleUseStore, RedisSingleUseStore } from '../lib/single-use.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
@@ -18,6 +19,8 @@ import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
 import { createEntityGrants } from './entity-grants/entity-grants.ts';
+import { deriveKey } from './keys/crypto.ts';
+import { createKeyRing, type KeyRing } from './keys/ring.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
@@ -32,9 +35,6 @@ import { schedulePurge } from './store/purge.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createRefusalStore } from './store/refusals.ts';
 import { createSessionStore } from './store/sessions.ts';
-import { createKeyPublicationStore } from './store/signing-keys.ts';
-import { JwtSigner } from './tokens/jwt.ts';
-import { loadSigningKeys } from './tokens/keys.ts';
 import { TrustedIssuers } from './trusted-issuers/index.ts';
 
 export interface RunningIdp {
@@ -87,9 +87,6 @@ async function replayRevocations(revocation: RevocationService, log: Logger): Pr
 
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
   const { log } = deps;
-  const keys = await loadSigningKeys(config.privateKey).catch((err: Error) => {
-    throw new Error(`PLATFORM_OIDC_PRIVATE_KEY: ${err.message}`);
-  });
   const trustedIssuers =
     config.trustedIssuersFile === undefined
       ? undefined
@@ -97,12 +94,16 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
           throw new ConfigError('PLATFORM_TRUSTED_ISSUERS_FILE', err.message);
         });
   const pool = createPool(config.databaseUrl, log, { max: 20, applicationName: 'platform-idp' });
-  let redis: Redis | undefined;
+  let redis: RedisClient | undefined;
   let revocations = deps.revocations;
   if (!revocations) {
     if (!config.redisUrl) throw new Error('REDIS_URL: is required');
     await checkRedisCredentials(config.redisUrl);
-    redis = new Redis(config.redisUrl, {
+    redis = createRedisClient(config.redisUrl, {
+      connectionName: 'idp',
+      // Back on a promoted master within half a second of it being named: the replay that restores what the
+      // failover lost waits for this reconnection.
+      retryStrategy: (attempt: number) => Math.min(50 * attempt, 500),
       maxRetriesPerRequest: 2,
       enableOfflineQueue: true,
       lazyConnect: false,
@@ -123,7 +124,15 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     onHostRefused: (host, detail) => log.warn({ host, detail }, 'client jwks_uri host refused'),
   });
   const publisher = revocations;
+  let keyRing: KeyRing | undefined;
   try {
+    keyRing = await createKeyRing({ config, pool, redis, log: log.child({ component: 'keys' }) });
+    // The secret the replicas share for the CSRF and DPoP-nonce keys: the configured private key as before, or
+    // (rotation without one) the key-encryption secret, under labels of its own.
+    const shared = (label: string) =>
+      config.privateKey !== undefined
+        ? createHmac('sha256', config.privateKey).update(label).digest()
+        : deriveKey(config.keyRotation!.encryptionKey, label);
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
       log.warn(
@@ -157,8 +166,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     });
     const ctx: IdpContext = {
       config,
-      keys,
-      signer: new JwtSigner(keys[0]!),
+      keyRing,
       clients: createClientStore(pool, metadataClients),
       clientKeys,
       codes: createCodeStore(pool),
@@ -177,28 +185,23 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       metrics: deps.metrics,
       trustedIssuers,
-      csrfKey: createHmac('sha256', config.privateKey).update('platform-idp consent csrf v1').digest(),
+      assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
+      csrfKey: shared('platform-idp consent csrf v1'),
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
       // Nonces: keyed from the signing key, so every replica issues and accepts the same ones.
       dpop: createIdpDpop(
         config,
         redis ? new RedisDpopReplayStore(redis) : new MemoryDpopReplayStore(),
-        createHmac('sha256', config.privateKey).update('platform-idp dpop nonce v1').digest(),
+        shared('platform-idp dpop nonce v1'),
       ),
     };
-    await createKeyPublicationStore(pool)
-      .record(
-        keys.map((k) => k.kid),
-        'RS256',
-      )
-      .catch((err: Error) =>
-        log.warn({ err: { message: err.message } }, 'signing keys not recorded (run platform migrate)'),
-      );
     let restorer: ReturnType<typeof keepDenylistRestored> | undefined;
     if (redis) {
       // Redis may lose its data with or without the connection dropping (restarted, flushed, failed over): a
-      // marker key checked every second says when to write the denylist again; at start-up and at every
-      // (re)connection it is written whatever the marker says.
+      // marker key checked every second says when to write the denylist again; at start-up, at every
+      // (re)connection and at every failover (a Sentinel switching masters, a Cluster promoting a replica) it is
+      // written whatever the marker says: a revocation the old master acknowledged may not have reached the
+      // replica that took over (replication is asynchronous), and Postgres holds it (docs/operations.md).
       restorer = keepDenylistRestored({
         redis,
         issuer: config.issuer,
@@ -206,7 +209,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         log,
       });
       const r = restorer;
-      redis.on('ready', () => void r.check(true));
+      onFailover(redis, () => void r.check(true));
       if (redis.status === 'ready') await r.check(true);
     } else {
       // The in-process store starts empty on every start (platform dev): fill it before serving.
@@ -215,7 +218,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     const idpHandler = deps.wrapHandler
       ? deps.wrapHandler(createIdpHandler(ctx, log))
       : createIdpHandler(ctx, log);
-    const paths = new Set(routes(config, keys).keys());
+    const paths = new Set(routes(config).keys());
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
       withResponseHeaders(
@@ -225,11 +228,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     server.keepAliveTimeout = 65_000;
     const addr = await listen(server, config.port, deps.host);
     const stopPurge = schedulePurge({ pool, log: log.child({ component: 'purge' }) });
+    const ring = keyRing;
     log.info(
       {
         port: addr.port,
         issuer: config.issuer,
-        kids: keys.map((k) => k.kid),
+        kids: keyRing.published().map((k) => k.kid),
+        signing: keyRing.signer().kid,
+        keyRotation: keyRing.rotation ? 'auto' : 'off',
         entitlements: config.entitlements,
       },
       'idp listening',
@@ -242,6 +248,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       async close(opts = {}) {
         stopPurge();
         restorer?.stop();
+        ring.close();
         if (opts.lingerMs) await linger(server, opts.lingerMs);
         await drain(server);
         await metadataClients.close();
@@ -251,6 +258,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       },
     };
   } catch (err) {
+    keyRing?.close();
     await metadataClients.close().catch(() => {});
     await clientKeys.close().catch(() => {});
     await pool.end().catch(() => {});

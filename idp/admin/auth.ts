@@ -27,7 +27,7 @@ export async function authenticateAdmin(ctx: IdpContext, x: Exchange): Promise<A
     throw new InvalidTokenError(
       'an access token with scope platform:admin is required as a Bearer or DPoP token',
     );
-  const claims = verifyOwnAccessToken(presented.token, ctx.keys, {
+  const claims = verifyOwnAccessToken(presented.token, ctx.keyRing.published(), {
     issuer: ctx.config.issuer,
     audience: ctx.config.audience,
     leeway: 0,

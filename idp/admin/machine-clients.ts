@@ -33,3 +33,45 @@ export const revokeClientRoute: AdminHandler = async ({ ctx, body: read, admin }
   const out = { client_id: clientId, revoked: true, cutoff: r.cutoff };
   return { body: out, audit: { target: clientId, detail: out } };
 };
+
+/**
+ * GET /admin/api/machine-clients → {"items": [{"client_id", "client_name", "email", "services",
+ * "workload_issuer", "workload_subject", "created_at", "created_by", "revoked_at", "revoked_by",
+ * "last_issued_at"}]}: every machine client, live ones first, newest first.
+ */
+export const listMachineClientsRoute: AdminHandler = async ({ ctx }) => {
+  const { rows } = await ctx.pool.query<{
+    client_id: string;
+    name: string;
+    email: string;
+    services: string[];
+    workload_issuer: string | null;
+    workload_subject: string | null;
+    created_at: Date;
+    created_by: string;
+    revoked_at: Date | null;
+    revoked_by: string | null;
+    last_issued_at: Date | null;
+  }>(
+    `SELECT m.client_id, c.name, m.email, m.services, m.workload_issuer, m.workload_subject, m.created_at,
+            m.created_by, m.revoked_at, m.revoked_by,
+            (SELECT max(a.issued_at) FROM platform.issuance_audit a WHERE a.client_id = m.client_id) AS last_issued_at
+       FROM platform.machine_clients m JOIN platform.oauth_clients c USING (client_id)
+      ORDER BY m.revoked_at IS NOT NULL, m.created_at DESC, m.client_id`,
+  );
+  const iso = (d: Date | null) => (d ? d.toISOString() : null);
+  const items = rows.map((r) => ({
+    client_id: r.client_id,
+    client_name: r.name,
+    email: r.email,
+    services: r.services,
+    workload_issuer: r.workload_issuer,
+    workload_subject: r.workload_subject,
+    created_at: r.created_at.toISOString(),
+    created_by: r.created_by,
+    revoked_at: iso(r.revoked_at),
+    revoked_by: r.revoked_by,
+    last_issued_at: iso(r.last_issued_at),
+  }));
+  return { body: { items }, audit: { detail: { machine_clients: items.length } } };
+};

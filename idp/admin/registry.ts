@@ -1,5 +1,5 @@
 import { CONSENT_EXEMPT_CLIENTS } from '../consent.ts';
-import { createKeyPublicationStore } from '../store/signing-keys.ts';
+import { InvalidRequestError } from '../errors.ts';
 import type { AdminHandler } from './route-table.ts';
 
 type ClientKind = 'builtin' | 'registered' | 'metadata' | 'machine';
@@ -65,16 +65,34 @@ function parseList(text: string): string[] {
 }
 
 /**
- * GET /admin/api/keys → {"items": [{"kid", "alg", "published_since", "signing"}]}: the keys the provider
- * publishes now, in configuration order (the first signs), with the time it first published each.
+ * GET /admin/api/keys → {"rotation": "auto"|"off", "items": [{"kid", "alg", "state", "signing", "origin",
+ * "published_since", "activated_at", "retired_at", "unpublish_at", "withdrawn_at"}]}. Static keys: in
+ * configuration order (the first signs, state `current`, the others `previous`). Rotated keys: every stored key,
+ * withdrawn and expired ones included, by activation time (docs/admin.md § Signing keys).
  */
 export const keysRoute: AdminHandler = async ({ ctx }) => {
-  const since = await createKeyPublicationStore(ctx.pool).publishedSince();
-  const items = ctx.keys.map((k, i) => ({
-    kid: k.kid,
-    alg: 'RS256',
-    published_since: since.get(k.kid)?.toISOString() ?? null,
-    signing: i === 0,
-  }));
-  return { body: { items }, audit: { detail: { keys: items.length } } };
+  const items = await ctx.keyRing.listing();
+  return {
+    body: { rotation: ctx.keyRing.rotation ? 'auto' : 'off', items },
+    audit: { detail: { keys: items.length } },
+  };
+};
+
+/**
+ * POST /admin/api/keys/rotate {"emergency"?: boolean} → {"kid", "created", "emergency", "publish_at",
+ * "activate_at", "withdrawn"}. Planned: a next key is published now and signs after PLATFORM_KEY_PUBLISH_AHEAD
+ * (one already pending is answered instead, `created: false`). Emergency: a new key signs at once and every other
+ * published key is withdrawn. 409 `rotation_off` with static keys.
+ */
+export const rotateKeysRoute: AdminHandler = async ({ ctx, body: read, admin, x }) => {
+  const body = await read();
+  const emergency = body.emergency ?? false;
+  if (typeof emergency !== 'boolean') throw new InvalidRequestError('emergency must be true or false');
+  const out = await ctx.keyRing.rotate(emergency, {
+    email: admin.email,
+    sub: admin.sub,
+    clientId: admin.clientId,
+    requestId: x.requestId,
+  });
+  return { status: out.created ? 201 : 200, body: out, audit: { target: out.kid, detail: { ...out } } };
 };

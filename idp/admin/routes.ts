@@ -1,8 +1,8 @@
 import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
 import { blockRoute, listBlocksRoute, unblockRoute } from './blocks.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
-import { addMachineClientRoute, revokeClientRoute } from './machine-clients.ts';
-import { clientsRoute, keysRoute } from './registry.ts';
+import { addMachineClientRoute, listMachineClientsRoute, revokeClientRoute } from './machine-clients.ts';
+import { clientsRoute, keysRoute, rotateKeysRoute } from './registry.ts';
 import { revokeTokenRoute, revokeUserRoute } from './revoke.ts';
 import type { AdminRoute } from './route-table.ts';
 import { revokeSignInRoute, searchUsersRoute, userRoute, withdrawConsentRoute } from './users.ts';
@@ -38,8 +38,15 @@ export const adminRoutes: readonly AdminRoute[] = [
   },
   { method: 'GET', path: '/admin/api/clients', action: 'read-clients', handler: clientsRoute },
   { method: 'POST', path: '/admin/api/clients', action: 'add-client', handler: addMachineClientRoute },
+  {
+    method: 'GET',
+    path: '/admin/api/machine-clients',
+    action: 'read-machine-clients',
+    handler: listMachineClientsRoute,
+  },
   { method: 'POST', path: '/admin/api/revoke-client', action: 'revoke-client', handler: revokeClientRoute },
   { method: 'GET', path: '/admin/api/keys', action: 'read-keys', handler: keysRoute },
+  { method: 'POST', path: '/admin/api/keys/rotate', action: 'rotate-keys', handler: rotateKeysRoute },
   { method: 'GET', path: '/admin/api/entitlements', action: 'entitlements', handler: listEntitlementsRoute },
   { method: 'POST', path: '/admin/api/entitlements', action: 'grant', handler: grantRoute },
   { method: 'DELETE', path: '/admin/api/entitlements', action: 'ungrant', handler: ungrantRoute },

@@ -47,6 +47,7 @@ border:1px solid var(--line);background:var(--bg);white-space:nowrap}
 .filters label{display:block;font-size:.78rem;font-weight:600;color:var(--muted);margin:0 0 .25rem}
 input,select{font:inherit;width:100%;padding:.4rem .55rem;border:1px solid var(--line);border-radius:6px;background:#fff}
 form.find input{width:16rem}
+input[type=checkbox]{width:auto;margin:0 .4rem 0 0;vertical-align:-2px}
 input:focus-visible,select:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid #8cc2f5;outline-offset:1px}
 .row{display:flex;gap:.6rem;align-items:center;flex-wrap:wrap;margin-top:.9rem}
 .spacer{flex:1}
@@ -72,16 +73,23 @@ button.danger.strong{background:var(--refused);border-color:var(--refused);color
 .grid2{display:grid;grid-template-columns:1fr 1fr;gap:1.25rem}
 .problem{color:var(--refused)}
 main.narrow{max-width:34rem;margin-top:4rem}
+form.stack>div{margin:0 0 .8rem}
+form.stack label,.label{display:block;font-size:.78rem;font-weight:600;color:var(--muted);margin:0 0 .25rem}
+textarea{font:inherit;width:100%;box-sizing:border-box;padding:.4rem .55rem;border:1px solid var(--line);border-radius:6px;background:#fff}
+.checks{display:flex;gap:1.25rem;flex-wrap:wrap}
+form.stack label.check{display:inline-flex;gap:.35rem;align-items:center;font-size:.9rem;font-weight:400;color:var(--ink);margin:0}
+label.check input{width:auto}
 `.trim();
 
 const CSS_HASH = styleHash(CSS);
 
-export type ConsoleTab = 'audit' | 'users' | 'clients' | 'keys';
+export type ConsoleTab = 'audit' | 'users' | 'clients' | 'machine-clients' | 'keys';
 
 const TABS: ReadonlyArray<[ConsoleTab, string, string]> = [
   ['audit', 'Audit', '/admin/audit'],
   ['users', 'Users', '/admin/users'],
   ['clients', 'Clients', '/admin/clients'],
+  ['machine-clients', 'Machine clients', '/admin/machine-clients'],
   ['keys', 'Signing keys', '/admin/keys'],
 ];
 

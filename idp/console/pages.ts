@@ -11,10 +11,10 @@ import { userPath } from './user-actions.ts';
 const FILTERS = ['email', 'client_id', 'service', 'since', 'until'] as const;
 const LOCAL_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?$/;
 
-const when = (iso: string | null | undefined): string =>
+export const when = (iso: string | null | undefined): string =>
   iso ? `${iso.slice(0, 10)} ${iso.slice(11, 19)}` : '—';
 
-function show(
+export function show(
   r: ConsoleRequest,
   title: string,
   tab: 'audit' | 'users' | 'clients' | 'keys',
@@ -23,7 +23,8 @@ function show(
   sendConsolePage(r.x.res, 200, consolePage({ title, tab, email: r.admin.email, flash: r.flash, body }));
 }
 
-const csrfField = (r: ConsoleRequest) => html`<input type="hidden" name="csrf_token" value="${r.csrf}">`;
+export const csrfField = (r: ConsoleRequest) =>
+  html`<input type="hidden" name="csrf_token" value="${r.csrf}">`;
 
 /** The audit filter as the admin API takes it: the console's form times are UTC without a zone. */
 function auditQuery(url: URL): { api: URLSearchParams; shown: Record<string, string> } {
@@ -56,7 +57,8 @@ function detailCell(i: AuditItem): Html {
       .split(' ')
       .filter((s) => s.startsWith('mcp:'))
       .map((s) => s.slice(4));
-    return html`${i.grant_type ?? ''} <span class="muted small">· ${services.length ? services.join(', ') : 'no service'}</span>`;
+    const via = typeof i.detail?.assertion_issuer === 'string' ? i.detail.assertion_issuer : undefined;
+    return html`${i.grant_type ?? ''} <span class="muted small">· ${services.length ? services.join(', ') : 'no service'}${via ? html` · vouched for by <span class="mono">${via}</span>` : html``}</span>`;
   }
   if (i.event === 'refused') {
     const d = i.detail as { source?: string; reason?: string } | null;
@@ -244,14 +246,26 @@ export const userView: ConsoleHandler = async (r) => {
 <table><thead><tr><th>Service</th><th>Access</th><th>How</th><th class="num">Action</th></tr></thead><tbody>${rows}</tbody></table>`;
   }
 
-  // Read-only here: entity grants are made with `platform admin grant --entity` (docs/admin.md).
-  const entities = ent.entities.length
-    ? html`<p class="muted small">Carried in the token's <code>ent</code> claim (at most ${String(ent.ent_max)} entities; beyond: <code>ent_overflow</code>, refused by services that enforce them). Change them with <code>platform admin grant|ungrant --entity</code>.</p>
-<table><thead><tr><th>Entity</th><th>Permission</th><th>How</th><th class="nowrap">Granted (UTC)</th></tr></thead><tbody>${ent.entities.map(
-        (e) =>
-          html`<tr><td class="mono">${e.entity}</td><td>${e.permission}</td><td>${e.role !== null ? html`through role ${e.role}` : html`to the email`}, by ${e.granted_by}</td><td class="nowrap mono">${when(e.granted_at)}</td></tr>`,
-      )}</tbody></table>`
+  // Entity grants (docs/admin.md § Entity grants): to this email or to a role, ungranted per row.
+  const entityRows = ent.entities.map((e) => {
+    const to = e.role !== null ? html`<input type="hidden" name="role" value="${e.role}">` : html``;
+    const ungrant = form(
+      'entity-ungrant',
+      html`<input type="hidden" name="entity" value="${e.entity}"><input type="hidden" name="permission" value="${e.permission}">${to}`,
+      html`<button type="submit" class="danger">${e.role !== null ? `Ungrant from role ${e.role}` : 'Ungrant'}</button>`,
+    );
+    return html`<tr><td class="mono">${e.entity}</td><td>${e.permission}</td><td>${e.role !== null ? html`through role ${e.role}` : html`to the email`}, by ${e.granted_by}</td><td class="nowrap mono">${when(e.granted_at)}</td><td class="num">${ungrant}</td></tr>`;
+  });
+  const entityTable = ent.entities.length
+    ? html`<table><thead><tr><th>Entity</th><th>Permission</th><th>How</th><th class="nowrap">Granted (UTC)</th><th class="num">Action</th></tr></thead><tbody>${entityRows}</tbody></table>`
     : html`<p class="muted">No entity grants.</p>`;
+  const entities = html`<p class="muted small">Carried in the token's <code>ent</code> claim (at most ${String(ent.ent_max)} entities; beyond: <code>ent_overflow</code>, refused by services that enforce them). Ungranting cuts the live tokens of the users concerned.</p>
+${entityTable}
+<form method="post" action="${base}/entity-grant" class="filters entity-grant">${csrfField(r)}
+<div><label for="ent-entity">Entity</label><input id="ent-entity" name="entity" required maxlength="200" placeholder="deal:4711"></div>
+<div><label for="ent-permission">Permission</label><select id="ent-permission" name="permission"><option value="read">read</option><option value="write">write</option></select></div>
+<div><label for="ent-role">To role (empty: this email)</label><input id="ent-role" name="role" maxlength="200" placeholder="deal-team"></div>
+<div><button type="submit">Grant entity</button></div></form>`;
 
   const signIns = user.sign_ins.length
     ? html`<table><thead><tr><th>Client</th><th class="nowrap">Signed in (UTC)</th><th class="nowrap">Last used (UTC)</th><th class="num">Action</th></tr></thead><tbody>${user.sign_ins.map(
@@ -313,27 +327,6 @@ export const clientsView: ConsoleHandler = async (r) => {
     html`<section class="card"><h1>Clients</h1>
 <p class="muted small">Built-in and registered clients, then clients known by their metadata document (their client id is the document's URL) through a user's consent.</p>
 <table><thead><tr><th>Client</th><th>Kind</th><th>Redirect URIs</th><th class="nowrap">Registered (UTC)</th><th class="num">Consents</th></tr></thead><tbody>${rows}</tbody></table></section>`,
-  );
-};
-
-/** GET /admin/keys. */
-export const keysView: ConsoleHandler = async (r) => {
-  const { items } = await r.api<{
-    items: Array<{ kid: string; alg: string; published_since: string | null; signing: boolean }>;
-  }>('GET', '/admin/api/keys');
-  const rows = items.map(
-    (
-      k,
-    ) => html`<tr><td class="mono">${k.kid}</td><td>${k.alg}</td><td class="nowrap mono">${when(k.published_since)}</td>
-<td>${k.signing ? html`<span class="badge ok">signs tokens</span>` : html`<span class="badge">published only</span>`}</td></tr>`,
-  );
-  show(
-    r,
-    'Signing keys',
-    'keys',
-    html`<section class="card"><h1>Signing keys</h1>
-<p class="muted small">The keys published at <span class="mono">/.well-known/jwks.json</span>, in configuration order: the first signs. “Published since” is when this IdP first published the key.</p>
-<table><thead><tr><th>Key id (kid)</th><th>Algorithm</th><th class="nowrap">Published since (UTC)</th><th>Role</th></tr></thead><tbody>${rows}</tbody></table></section>`,
   );
 };
 

@@ -1,8 +1,11 @@
 import type { ConsoleRoute } from './console.ts';
-import { auditExportView, auditView, clientsView, homeView, keysView, usersView, userView } from './pages.ts';
+import { keysView, rotateAction } from './keys.ts';
+import { addMachineClientAction, machineClientsView, revokeMachineClientAction } from './machine-clients.ts';
+import { auditExportView, auditView, clientsView, homeView, usersView, userView } from './pages.ts';
 import {
   blockAction,
   entitlementAction,
+  entityGrantAction,
   revokeAllAction,
   revokeSignInAction,
   withdrawConsentAction,
@@ -24,8 +27,15 @@ export const consoleRoutes: readonly ConsoleRoute[] = [
   { method: 'POST', path: '/admin/users/:email/unblock', handler: blockAction('unblock') },
   { method: 'POST', path: '/admin/users/:email/grant', handler: entitlementAction('grant') },
   { method: 'POST', path: '/admin/users/:email/ungrant', handler: entitlementAction('ungrant') },
+  { method: 'POST', path: '/admin/users/:email/entity-grant', handler: entityGrantAction('grant') },
+  { method: 'POST', path: '/admin/users/:email/entity-ungrant', handler: entityGrantAction('ungrant') },
   { method: 'POST', path: '/admin/users/:email/sign-ins/:id/revoke', handler: revokeSignInAction },
   { method: 'POST', path: '/admin/users/:email/consents/withdraw', handler: withdrawConsentAction },
   { method: 'GET', path: '/admin/clients', handler: clientsView },
+  { method: 'GET', path: '/admin/machine-clients', handler: machineClientsView },
+  { method: 'POST', path: '/admin/machine-clients/add', handler: addMachineClientAction },
+  { method: 'POST', path: '/admin/machine-clients/revoke', handler: revokeMachineClientAction },
   { method: 'GET', path: '/admin/keys', handler: keysView },
+  { method: 'POST', path: '/admin/keys/rotate', handler: rotateAction(false) },
+  { method: 'POST', path: '/admin/keys/rotate-emergency', handler: rotateAction(true) },
 ];

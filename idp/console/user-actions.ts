@@ -62,3 +62,32 @@ export function entitlementAction(kind: 'grant' | 'ungrant'): ConsoleHandler {
         : `${r.params.email} had no grant of ${service}.`;
     });
 }
+
+/**
+ * POST /admin/users/:email/entity-grant and /entity-ungrant (entity, permission, role: empty for this email)
+ * → POST / DELETE entitlements with `entity`.
+ */
+export function entityGrantAction(kind: 'grant' | 'ungrant'): ConsoleHandler {
+  return (r) =>
+    act(r, userPath(r.params.email ?? ''), async () => {
+      const entity = r.form.get('entity')?.trim() ?? '';
+      const permission = r.form.get('permission') ?? '';
+      const role = r.form.get('role')?.trim() ?? '';
+      const who = role !== '' ? { role } : { email: r.params.email };
+      const to = role !== '' ? `role ${role}` : (r.params.email ?? '');
+      if (kind === 'grant') {
+        const out = await r.api<{ created: boolean }>('POST', '/admin/api/entitlements', {
+          body: { entity, permission, ...who },
+        });
+        return out.created
+          ? `Granted ${permission} on ${entity} to ${to}.`
+          : `${to} already had ${permission} on ${entity}.`;
+      }
+      const out = await r.api<{ removed: boolean }>('DELETE', '/admin/api/entitlements', {
+        query: { entity, permission, ...who },
+      });
+      return out.removed
+        ? `Ungranted ${permission} on ${entity} from ${to}; live tokens carrying it are cut.`
+        : `${to} had no grant of ${permission} on ${entity}.`;
+    });
+}

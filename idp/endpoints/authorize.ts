@@ -13,6 +13,7 @@ import {
   OAuthError,
   UnsupportedResponseTypeError,
 } from '../errors.ts';
+import { MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { RateLimitedError } from '../rate-limit.ts';
 import { redirectUriMatches } from '../redirect-uris.ts';
 import { adminPowers, grantScope, parseScope } from '../scopes.ts';
@@ -199,6 +200,11 @@ export async function checkClientAndRedirect(
       throw err;
     });
   if (!client) throw new AuthorizePageError('client_id is not a registered client');
+  // A machine client acts as its registered email with client_credentials only; no user approves anything for it.
+  if (client.type === MACHINE_CLIENT_TYPE)
+    throw new AuthorizePageError(
+      'unauthorized_client: this is a machine client; it gets tokens with client_credentials only, never through an authorization request',
+    );
   const redirectUri = params.get('redirect_uri');
   if (!redirectUri) throw new AuthorizePageError('redirect_uri is missing');
   if (!redirectUriMatches(client.redirectUris, redirectUri)) {

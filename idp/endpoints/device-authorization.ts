@@ -3,7 +3,8 @@ import { countedFetches } from '../cimd/index.ts';
 import { authenticateClient } from '../client-auth/index.ts';
 import type { Endpoint } from '../context.ts';
 import { hashDeviceSecret, newDeviceCode, newUserCode, normalizeUserCode } from '../device-codes.ts';
-import { InvalidRequestError, TemporarilyUnavailableError } from '../errors.ts';
+import { InvalidRequestError, TemporarilyUnavailableError, UnauthorizedClientError } from '../errors.ts';
+import { MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { knownScopes, parseScope } from '../scopes.ts';
 import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
 import { validateResource } from './resource.ts';
@@ -23,6 +24,10 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   if (clientId) await ctx.clients.find(clientId, countedFetches(ctx.rateLimiter, x.req));
   const client = await authenticateClient(ctx, x, form);
   if (!client) throw new InvalidRequestError('client_id is required (or client authentication)');
+  if (client.type === MACHINE_CLIENT_TYPE)
+    throw new UnauthorizedClientError(
+      'a machine client gets tokens with client_credentials only, never through the device authorization grant',
+    );
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
   // Unknown scopes are dropped; the verification page decides what is granted.

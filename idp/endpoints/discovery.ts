@@ -4,6 +4,7 @@ import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
 import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { IDP_DPOP_ALGORITHMS } from '../dpop/index.ts';
+import { ID_JAG_PROFILE } from '../id-jag/index.ts';
 import { JWT_BEARER_GRANT } from '../machine-clients/workload.ts';
 import { supportedScopes } from '../scopes.ts';
 
@@ -27,9 +28,14 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
       'refresh_token',
       DEVICE_CODE_GRANT,
       'client_credentials',
-      // Assertion grants (workload assertions for machine clients) when trusted issuers are configured.
+      // Assertion grants (ID-JAGs, workload assertions for machine clients) when trusted issuers are configured.
       ...(config.trustedIssuersFile === undefined ? [] : [JWT_BEARER_GRANT]),
     ],
+    // MCP enterprise-managed authorization: ID-JAGs from the trusted `id-jag` issuers (the file is read on SIGHUP,
+    // so the profile is listed whenever the file is configured).
+    ...(config.trustedIssuersFile === undefined
+      ? {}
+      : { authorization_grant_profiles_supported: [ID_JAG_PROFILE] }),
     subject_types_supported: ['public'],
     id_token_signing_alg_values_supported: ['RS256'],
     token_endpoint_auth_methods_supported: [...AUTH_METHODS],

@@ -4,10 +4,17 @@ import { checkKeySet, isAuthMethod, newClientSecret, SECRET_METHODS } from '../c
 import type { Endpoint } from '../context.ts';
 import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { InvalidClientMetadataError, InvalidRedirectUriError } from '../errors.ts';
+import { JWT_BEARER_GRANT } from '../machine-clients/workload.ts';
 import { inferApplicationType, redirectUriProblem } from '../redirect-uris.ts';
 
 const MAX_REDIRECT_URIS = 10;
-const GRANTS: ReadonlySet<unknown> = new Set(['authorization_code', 'refresh_token', DEVICE_CODE_GRANT]);
+// jwt-bearer: a client that redeems ID-JAGs (enterprise-managed authorization) declares it, as the SDK's does.
+const GRANTS: ReadonlySet<unknown> = new Set([
+  'authorization_code',
+  'refresh_token',
+  DEVICE_CODE_GRANT,
+  JWT_BEARER_GRANT,
+]);
 
 /**
  * POST /oauth/register (RFC 7591). `token_endpoint_auth_method`: `none` (default), `client_secret_post` or
@@ -51,7 +58,7 @@ export const register: Endpoint = async (ctx, x) => {
   const grantTypes = m.grant_types ?? ['authorization_code', 'refresh_token'];
   if (!Array.isArray(grantTypes) || grantTypes.length === 0 || !grantTypes.every((g) => GRANTS.has(g))) {
     throw new InvalidClientMetadataError(
-      `grant_types may contain only authorization_code, refresh_token and ${DEVICE_CODE_GRANT}`,
+      `grant_types may contain only authorization_code, refresh_token, ${DEVICE_CODE_GRANT} and ${JWT_BEARER_GRANT}`,
     );
   }
   const responseTypes = m.response_types ?? ['code'];

@@ -9,6 +9,14 @@ import { InvalidTargetError } from '../errors.ts';
 export function validateResource(config: IdpConfig, resource: string): void {
   const bare = (s: string) => s.replace(/\/$/, '');
   if (bare(resource) === bare(config.audience)) return;
+  resourceService(config, resource);
+}
+
+/**
+ * The service whose MCP endpoint (`{base}/<service>/mcp`, with or without a trailing `/`) a resource names;
+ * InvalidTargetError when it names none (the platform audience included: it names no one service).
+ */
+export function resourceService(config: IdpConfig, resource: string): string {
   let u: URL;
   try {
     u = new URL(resource);
@@ -23,4 +31,5 @@ export function validateResource(config: IdpConfig, resource: string): void {
   if (!m || !config.services.includes(m[1]!) || u.search) {
     throw new InvalidTargetError(`resource "${resource}" is not a service of this platform`);
   }
+  return m[1]!;
 }

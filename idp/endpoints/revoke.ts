@@ -25,7 +25,7 @@ export const revoke: Endpoint = async (ctx, x) => {
   if (token.split('.').length === 3) {
     // Only a token this provider signed can put a jti on the denylist: an unauthenticated caller must not be
     // able to deny arbitrary ids.
-    const claims = verifyOwnAccessToken(token, ctx.keys, {
+    const claims = verifyOwnAccessToken(token, ctx.keyRing.published(), {
       issuer: ctx.config.issuer,
       audience: ctx.config.audience,
     });

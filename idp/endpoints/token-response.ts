@@ -45,7 +45,7 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
       .filter((s) => s !== ADMIN_SCOPE)
       .join(' ');
   const body: Record<string, unknown> = {
-    access_token: ctx.signer.accessToken({
+    access_token: ctx.keyRing.signer().accessToken({
       iss: issuer,
       sub: grant.subject,
       email: grant.email,
@@ -66,7 +66,7 @@ export function tokenResponse(ctx: IdpContext, o: TokenResponseOptions): Record<
   };
   const scopes = scope.split(' ');
   if (scopes.includes('openid')) {
-    body.id_token = ctx.signer.idToken({
+    body.id_token = ctx.keyRing.signer().idToken({
       iss: issuer,
       sub: grant.subject,
       aud: grant.clientId,

@@ -8,6 +8,7 @@ import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { type EntitlementUser, scopeAtIssuance } from '../entitlements/entitlements.ts';
 import type { EntClaims } from '../entity-grants/entity-grants.ts';
 import {
+  InvalidClientError,
   InvalidGrantError,
   InvalidRequestError,
   InvalidScopeError,
@@ -15,6 +16,7 @@ import {
   UnauthorizedClientError,
   UnsupportedGrantTypeError,
 } from '../errors.ts';
+import { assertionIssuer, idJagGrant } from '../id-jag/index.ts';
 import { CLIENT_CREDENTIALS, clientCredentialsGrant, MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { JWT_BEARER_GRANT, workloadClient } from '../machine-clients/workload.ts';
 import { grantTypeLabel } from '../metrics.ts';
@@ -54,7 +56,7 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 /**
  * POST /oauth/token: authorization_code, refresh_token and device_code grants, for public clients (client_id
  * only) and confidential ones (idp/client-auth), PKCE mandatory; client_credentials for machine clients
- * (idp/machine-clients).
+ * (idp/machine-clients); jwt-bearer with an ID-JAG (idp/id-jag) or a workload assertion.
  */
 export const token: Endpoint = async (ctx, x) => {
   // PLATFORM_DPOP_NONCE=on: every answer, success or error, carries the nonce to use next (RFC 9449 §8).
@@ -63,14 +65,20 @@ export const token: Endpoint = async (ctx, x) => {
   const grantType = form.get('grant_type');
   // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
   const client = await authenticateClient(ctx, x, form);
-  // A workload assertion (jwt-bearer from a trusted `workload` issuer) names its machine client itself.
-  const workload =
-    grantType === JWT_BEARER_GRANT && ctx.trustedIssuers && (!client || client.type === MACHINE_CLIENT_TYPE)
-      ? await workloadClient(ctx, form)
-      : undefined;
-  if (workload && client && client.clientId !== workload)
+  // jwt-bearer (trusted issuers configured): an ID-JAG (from an `id-jag` issuer) redeemed by the authenticated
+  // client that is not a machine client, or a workload assertion, which names its machine client itself.
+  const assertion = grantType === JWT_BEARER_GRANT && ctx.trustedIssuers !== undefined;
+  const idJag = assertion && client !== undefined && client.type !== MACHINE_CLIENT_TYPE;
+  if (assertion && !idJag && assertionIssuer(ctx, form)?.kind === 'id-jag')
+    throw client
+      ? new UnauthorizedClientError('a machine client may not redeem an ID-JAG')
+      : new InvalidClientError(
+          'an ID-JAG is redeemed by an authenticated client: client authentication is missing',
+        );
+  const workload = assertion && !idJag ? await workloadClient(ctx, form) : undefined;
+  if (workload && client && client.clientId !== workload.clientId)
     throw new InvalidGrantError('the assertion stands for another machine client');
-  const clientId = client?.clientId ?? workload;
+  const clientId = client?.clientId ?? workload?.clientId;
   if (!clientId) throw new InvalidRequestError('client_id is required (or client authentication)');
   // DPoP (idp/dpop): a valid proof binds what this request issues to its key; jkt undefined: no proof.
   const jkt = await ctx.dpop.tokenProof(x);
@@ -96,7 +104,9 @@ export const token: Endpoint = async (ctx, x) => {
     );
   let body: Record<string, unknown>;
   try {
-    if (workload) body = await clientCredentialsGrant(ctx, x, form, clientId, jkt, JWT_BEARER_GRANT);
+    if (idJag) body = await idJagGrant(ctx, x, form, client, jkt);
+    else if (workload)
+      body = await clientCredentialsGrant(ctx, x, form, clientId, jkt, JWT_BEARER_GRANT, workload.issuer);
     else if (grantType === CLIENT_CREDENTIALS)
       body = await clientCredentialsGrant(ctx, x, form, clientId, jkt);
     else if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);

@@ -15,7 +15,7 @@ export const userinfo: Endpoint = async (ctx, x) => {
   const presented = await bearerToken(x);
   if (presented === undefined)
     throw new InvalidTokenError('a platform access token is required as a Bearer or DPoP token');
-  const claims = verifyOwnAccessToken(presented.token, ctx.keys, {
+  const claims = verifyOwnAccessToken(presented.token, ctx.keyRing.published(), {
     issuer: ctx.config.issuer,
     audience: ctx.config.audience,
   });

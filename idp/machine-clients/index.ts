@@ -121,6 +121,8 @@ export async function clientCredentialsGrant(
   jkt: string | undefined,
   /** The issuance audit's grant_type: client_credentials, or jwt-bearer for a workload assertion. */
   grantType = CLIENT_CREDENTIALS,
+  /** A workload assertion's issuer, recorded in the audit. */
+  assertionIssuer?: string,
 ): Promise<Record<string, unknown>> {
   if (form.has('refresh_token') || form.has('code'))
     throw new InvalidRequestError(`${grantType} takes no code or refresh_token`);
@@ -152,16 +154,16 @@ export async function clientCredentialsGrant(
     const jti = newJti();
     await tx.query(
       `INSERT INTO platform.issuance_audit
-              (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at)
-       VALUES (to_timestamp($1), $2, $3, $4, $4, $5, $4, $6, to_timestamp($1 + ${ACCESS_TTL_SECONDS}))`,
-      [iat, jti, grantType, clientId, m.email, scope.join(' ')],
+              (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at, assertion_issuer)
+       VALUES (to_timestamp($1), $2, $3, $4, $4, $5, $4, $6, to_timestamp($1 + ${ACCESS_TTL_SECONDS}), $7)`,
+      [iat, jti, grantType, clientId, m.email, scope.join(' '), assertionIssuer ?? null],
     );
     return { email: m.email, scope: scope.join(' '), iat, jti };
   });
   x.log.info({ clientId, grantType, scope: issued.scope }, 'machine token issued');
   const { issuer, audience } = ctx.config;
   return {
-    access_token: ctx.signer.accessToken({
+    access_token: ctx.keyRing.signer().accessToken({
       iss: issuer,
       sub: clientId,
       email: issued.email,

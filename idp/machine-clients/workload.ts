@@ -12,8 +12,11 @@ export const JWT_BEARER_GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const MAX_ASSERTION_SECONDS = 24 * 3600;
 const CLOCK_TOLERANCE_SECONDS = 30;
 
-/** The machine client a workload assertion stands for (revoked or not: the issuance decides). */
-export async function workloadClient(ctx: IdpContext, form: ReadonlyMap<string, string>): Promise<string> {
+/** The machine client a workload assertion stands for (revoked or not: the issuance decides), and its issuer. */
+export async function workloadClient(
+  ctx: IdpContext,
+  form: ReadonlyMap<string, string>,
+): Promise<{ clientId: string; issuer: string }> {
   const assertion = form.get('assertion');
   if (!assertion) throw new InvalidRequestError('assertion is missing');
   if (assertion.length > 16_384) throw new InvalidGrantError('assertion is too large');
@@ -59,5 +62,5 @@ export async function workloadClient(ctx: IdpContext, form: ReadonlyMap<string, 
     [`workload:${trusted.issuer}`, payload.jti, payload.exp! + CLOCK_TOLERANCE_SECONDS],
   );
   if (used.rowCount !== 1) throw new InvalidGrantError('assertion was already used (jti)');
-  return clientId;
+  return { clientId, issuer: trusted.issuer };
 }

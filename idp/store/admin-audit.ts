@@ -1,4 +1,4 @@
-import type { Pool } from '../../lib/db.ts';
+import type { Queryable } from './transaction.ts';
 
 export interface AdminAuditEntry {
   actorEmail: string;
@@ -28,7 +28,7 @@ export interface AdminAuditStore {
   list(opts?: { actorEmail?: string; limit?: number }): Promise<AdminAuditRow[]>;
 }
 
-export function createAdminAuditStore(pool: Pool): AdminAuditStore {
+export function createAdminAuditStore(pool: Queryable): AdminAuditStore {
   return {
     async record(e) {
       await pool.query(

@@ -33,6 +33,8 @@ export interface SessionStore {
     token: string,
     o?: { returningFromSignIn?: boolean },
   ): Promise<WebSessionRecord | undefined>;
+  /** The users with this email (lowercased, trimmed): usually one; an assertion grant needs exactly one. */
+  findUsersByEmail(email: string): Promise<SessionUser[]>;
 }
 
 /** The key of a session in platform.web_session_logins: the token itself is never stored. */
@@ -51,7 +53,28 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
       JOIN ${ident(authjs.usersTable)} u ON u.id = s."userId"
       LEFT JOIN platform.web_session_logins l ON l.session_hash = $3
      WHERE s."sessionToken" = $1 AND s.expires > now()`;
+  const byEmail = `
+    SELECT u.id::text AS user_id, lower(trim(u.email)) AS email, u."emailVerified" IS NOT NULL AS email_verified,
+           (SELECT a."providerAccountId" FROM ${ident(authjs.accountsTable)} a
+             WHERE a."userId" = u.id AND a.provider = $2 ORDER BY a.id LIMIT 1) AS provider_sub
+      FROM ${ident(authjs.usersTable)} u
+     WHERE lower(trim(u.email)) = $1
+     ORDER BY u.id LIMIT 2`;
   return {
+    async findUsersByEmail(email) {
+      const { rows } = await pool.query<{
+        user_id: string;
+        email: string;
+        email_verified: boolean;
+        provider_sub: string | null;
+      }>(byEmail, [email.trim().toLowerCase(), authjs.subjectProvider]);
+      return rows.map((r) => ({
+        userId: r.user_id,
+        email: r.email,
+        sub: r.provider_sub || r.user_id,
+        emailVerified: r.email_verified,
+      }));
+    },
     async findBySessionToken(token, o = {}) {
       if (!token || token.length > 512) return undefined;
       const hash = sessionHash(token);

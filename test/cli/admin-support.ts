@@ -21,8 +21,8 @@ export interface AdminStack {
   api(path: string, init?: RequestInit): Promise<{ status: number; headers: Headers; text: string }>;
 }
 
-/** Registers beforeAll/afterAll for the file and returns the stack they fill. */
-export function adminStack(): AdminStack {
+/** Registers beforeAll/afterAll for the file and returns the stack they fill; `env` goes to the IdP. */
+export function adminStack(env: Record<string, string> = {}): AdminStack {
   const s = {} as AdminStack;
   beforeAll(async () => {
     [s.db, s.home] = await Promise.all([createTestDatabase(), tempConfigHome()]);
@@ -30,7 +30,7 @@ export function adminStack(): AdminStack {
     s.idp = await startIdpProcess({
       databaseUrl: s.db.url,
       redisUrl: inject('redisUrl'),
-      env: { PLATFORM_ADMIN_EMAILS: s.root.email },
+      env: { PLATFORM_ADMIN_EMAILS: s.root.email, ...env },
     });
     s.redis = new Redis(inject('redisUrl'));
     s.adminToken = (

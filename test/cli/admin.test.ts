@@ -209,9 +209,33 @@ describe('platform admin clients and keys', () => {
     };
     const r = await st.admin(['keys', '--json']);
     expect(JSON.parse(r.stdout)).toEqual([
-      { kid: jwks.keys[0]!.kid, alg: 'RS256', published_since: expect.any(String), signing: true },
+      {
+        kid: jwks.keys[0]!.kid,
+        alg: 'RS256',
+        state: 'current',
+        signing: true,
+        origin: 'configured',
+        published_since: expect.any(String),
+        activated_at: null,
+        retired_at: null,
+        unpublish_at: null,
+        withdrawn_at: null,
+      },
     ]);
     expect(Date.parse(JSON.parse(r.stdout)[0].published_since)).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('keys rotate is refused with static keys, saying how to rotate them', async () => {
+    const r = await st.admin(['keys', 'rotate']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/rotation_off.*PLATFORM_KEY_ROTATION is not auto/);
+    const api = await st.api('keys/rotate', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"emergency":true}',
+    });
+    expect(api.status).toBe(409);
+    expect(JSON.parse(api.text).error).toBe('rotation_off');
   });
 });
 

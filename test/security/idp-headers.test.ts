@@ -81,7 +81,6 @@ it('walks every route and method of the route table, and one method each does no
       DATABASE_URL: 'postgresql://unused/x',
       REDIS_URL: 'redis://unused',
     }),
-    [],
   );
   expect(table.size).toBeGreaterThan(5);
   const answers: Answer[] = [];

@@ -178,11 +178,14 @@ describe('machine clients: client_credentials with private_key_jwt', () => {
     expect(decodeJwt(String(t.json.access_token)).cnf).toEqual({ jkt: dpop.jkt });
   });
 
-  it('revoke-client: its live token is refused at the gateway within 1 s, and the token endpoint answers invalid_client', async () => {
+  it('revoke-client: its live token is refused at both gateways within 1 s, and the token endpoint answers invalid_client', async () => {
     const clientId = await addClient(['platform']);
     const t = await key.token(r.issuer, clientId);
     const token = String(t.json.access_token);
+    const second = await r.stack.anotherGateway();
+    const atSecond = () => gatewayStatusAt(`${second.url}/platform/mcp`, token);
     expect(await gatewayStatus(token)).toBe(200);
+    expect(await atSecond()).toBe(200);
 
     const out = await admin(['revoke-client', '--client-id', clientId]);
     expect(out.stderr).toBe('');
@@ -193,7 +196,10 @@ describe('machine clients: client_credentials with private_key_jwt', () => {
       ),
     );
     const revokedAt = Date.now();
-    await expect.poll(() => gatewayStatus(token), { timeout: 1000, interval: 50 }).toBe(401);
+    await Promise.all([
+      expect.poll(() => gatewayStatus(token), { timeout: 1000, interval: 50 }).toBe(401),
+      expect.poll(atSecond, { timeout: 1000, interval: 50 }).toBe(401),
+    ]);
     expect(Date.now() - revokedAt).toBeLessThanOrEqual(1000);
 
     const refused = await key.token(r.issuer, clientId);
@@ -203,6 +209,31 @@ describe('machine clients: client_credentials with private_key_jwt', () => {
     const unknown = await admin(['revoke-client', '--client-id', 'mc-nope']);
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toMatch(/no machine client mc-nope/);
+  });
+
+  it('a machine client starts no device authorization and no authorization request', async () => {
+    const clientId = await addClient(['platform']);
+    const device = await postForm(`${r.issuer}/oauth/device_authorization`, {
+      client_assertion_type: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
+      client_assertion: await key.assertion(clientId, r.issuer),
+      scope: 'mcp:platform',
+    });
+    expect({ status: device.status, error: device.json.error }).toEqual({
+      status: 400,
+      error: 'unauthorized_client',
+    });
+    const q = new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: 'http://127.0.0.1:9/callback',
+      code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
+      code_challenge_method: 'S256',
+      state: 'x',
+    });
+    const page = await fetch(`${r.issuer}/oauth/authorize?${q}`, { redirect: 'manual' });
+    expect(page.status).toBe(400);
+    expect(page.headers.get('location')).toBeNull();
+    expect(await page.text()).toContain('machine client');
   });
 
   it('bad registrations are 400 invalid_request, never a 500', async () => {
