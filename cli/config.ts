@@ -1,6 +1,6 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, type Env, httpUrl, optionalString } from '../lib/config.ts';
+import { ConfigError, type Env, httpUrl, optionalString, secret } from '../lib/config.ts';
 
 /** The process environment, captured once here and handed to each command's own config loader. */
 export function processEnv(): Env {
@@ -65,7 +65,7 @@ export function loadClientConfig(env: Env, flags: ClientFlags = {}): ClientConfi
     gatewayFrom: gateway.from,
     scope,
     credentialsPath: join(configHome, 'platform', 'credentials.json'),
-    token: flags.token?.trim() || optionalString(env, 'PLATFORM_TOKEN'),
+    token: flags.token?.trim() || secret(env, 'PLATFORM_TOKEN')?.value.trim(),
     loginTimeoutMs: seconds(env, 'PLATFORM_LOGIN_TIMEOUT', DEFAULT_LOGIN_TIMEOUT_SECONDS) * 1000,
     openBrowser: flags.browser !== false,
     browserCommand: optionalString(env, 'BROWSER'),

@@ -1,4 +1,4 @@
-import { type Env, optionalString } from '../lib/config.ts';
+import { ConfigError, type Env, secret as secretVariable } from '../lib/config.ts';
 import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.ts';
 import { isServiceName } from '../lib/service-name.ts';
 import type { Io } from './client/io.ts';
@@ -13,7 +13,14 @@ export function printIdentityKey(service: string, env: Env, io: Io): number {
     io.err(`platform: "${service}" is not a service name ([a-z][a-z0-9-]*, up to 32 characters)`);
     return 2;
   }
-  const secret = optionalString(env, 'GATEWAY_IDENTITY_SECRET');
+  let secret: string | undefined;
+  try {
+    secret = secretVariable(env, 'GATEWAY_IDENTITY_SECRET')?.value;
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    io.err(`platform: ${err.message}`);
+    return 1;
+  }
   if (secret === undefined) {
     io.err("platform: GATEWAY_IDENTITY_SECRET is not set (the gateway's secret the key is derived from)");
     return 1;

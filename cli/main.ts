@@ -59,6 +59,28 @@ program
   .action(async () => (await import('./dev.ts')).dev(processEnv()));
 
 program
+  .command('trial-env')
+  .description(
+    'print a deploy/.env for a trial on this machine (fresh secrets, profile trial; not for production)',
+  )
+  .option('--port <port>', "the proxy's port on 127.0.0.1; the issuer is http://localhost:<port>", '8080')
+  .option(
+    '--front-subnet <cidr>',
+    'FRONT_SUBNET: a /24 no other network of this host uses',
+    '172.16.240.0/24',
+  )
+  .option('--project <name>', 'COMPOSE_PROJECT_NAME', 'platform-trial')
+  .action(async (opts: { port?: string; frontSubnet?: string; project?: string }) => {
+    const { trialEnv, trialEnvOptions } = await import('./trial/env.ts');
+    process.stdout.write(await trialEnv(trialEnvOptions(opts)));
+  });
+
+program
+  .command('trial-sign-in')
+  .description("run the trial's sign-in page standing in for the web application (compose profile trial)")
+  .action(async () => (await import('./trial/server.ts')).main(processEnv()));
+
+program
   .command('doctor')
   .description('run the operational checks (docs/operations.md) that can be run from outside')
   .requiredOption('--base-url <url>', 'public base URL of the deployment')

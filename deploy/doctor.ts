@@ -1,4 +1,6 @@
-import { processEnv } from '../cli/config.ts';
+import { processIo } from '../cli/client/io.ts';
+import { loadClientConfig, processEnv } from '../cli/config.ts';
+import { presentedToken } from '../cli/token.ts';
 import { openCompose } from './doctor/compose.ts';
 import { type DoctorFlags, loadDoctorConfig } from './doctor/config.ts';
 import { createProber } from './doctor/http.ts';
@@ -28,7 +30,12 @@ export async function doctor(flags: DoctorFlags): Promise<number> {
     `platform doctor: ${config.baseUrl} (services: ${config.services.join(', ')})${compose ? `; compose project ${compose.project}` : ''}\n`,
   );
   try {
-    const rows = await runChecks(config, prober.probe);
+    // The stored login's DPoP key when the token is bound to it (`PLATFORM_TOKEN=$(platform token)` after a
+    // `platform login`); else the token goes as Bearer.
+    const dpop = config.token
+      ? (await presentedToken(loadClientConfig(env, { token: config.token }), processIo)).dpop
+      : undefined;
+    const rows = await runChecks(config, prober.probe, dpop);
     if (compose) {
       rows.push(
         ...(await runContainerChecks(compose, {

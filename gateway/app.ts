@@ -65,6 +65,8 @@ interface Route {
 }
 
 const HEALTH_BODY = JSON.stringify({ status: 'ok' });
+/** Still serving (GATEWAY_REVOCATION_MODE decides how), but the revocation mirror awaits a resync from Redis. */
+const RESYNCING_BODY = JSON.stringify({ status: 'degraded', revocations: 'resyncing' });
 const READ_METHODS = ['GET', 'HEAD'];
 // A dot segment or an encoded slash, dot or backslash could make the tool server resolve the path to another
 // service's prefix than the one this request was authorised for.
@@ -254,7 +256,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
-    health: (req, res, x) => answer(req, res, x, HEALTH_BODY),
+    health: (req, res, x) => answer(req, res, x, revocation.current === false ? RESYNCING_BODY : HEALTH_BODY),
     // Read by browser clients (the MCP Inspector) across origins: CORS from any origin, without credentials.
     metadata: (req, res, x) => answer(req, res, x, x.route!.metadata, ['access-control-allow-origin', '*']),
     serviceHealth: proxyHealth,

@@ -9,9 +9,10 @@ import {
   normaliseDatabaseUrl,
   optionalString,
   port,
-  redisUrl,
+  secret,
 } from '../../lib/config.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
+import { redisUrl } from '../../lib/redis/config.ts';
 import {
   loadToolConfig,
   TOOL_SERVICES,
@@ -77,7 +78,7 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
     );
   }
   const publicBaseUrl = httpUrl(env, 'PUBLIC_BASE_URL') ?? `http://localhost:${gatewayPort}`;
-  const databaseUrl = optionalString(env, 'DATABASE_URL');
+  const databaseUrl = secret(env, 'DATABASE_URL');
   const toolPorts = Object.fromEntries(
     TOOL_SERVICES.map((s) => [s, port(env, `${s.toUpperCase()}_MCP_PORT`, DEFAULT_TOOL_PORTS[s])]),
   ) as Record<ToolServiceName, number>;
@@ -87,7 +88,8 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
     signingKeyPath: join(dataDir, 'dev-signing-key.pem'),
     host: optionalString(env, 'PLATFORM_DEV_HOST') ?? '127.0.0.1',
     embeddedPostgresPort: port(env, 'PLATFORM_DEV_PG_PORT', 0),
-    databaseUrl: databaseUrl === undefined ? undefined : normaliseDatabaseUrl(databaseUrl),
+    databaseUrl:
+      databaseUrl === undefined ? undefined : normaliseDatabaseUrl(databaseUrl.value, databaseUrl.from),
     redisUrl: redisUrl(env),
     idpPort,
     issuer: httpUrl(env, 'PLATFORM_OIDC_ISSUER') ?? `http://localhost:${idpPort}`,
@@ -118,7 +120,9 @@ export function devIdpConfig(
       PUBLIC_BASE_URL: dev.publicBaseUrl,
       PLATFORM_AUDIENCE: dev.audience,
       PLATFORM_OIDC_PRIVATE_KEY: runtime.privateKey,
+      PLATFORM_OIDC_PRIVATE_KEY_FILE: undefined,
       DATABASE_URL: runtime.databaseUrl,
+      DATABASE_URL_FILE: undefined,
     },
     { redisRequired: false },
   );
@@ -138,8 +142,11 @@ export function devToolConfig(
     PLATFORM_ADMIN_EMAILS: dev.adminEmails,
     [`${name.toUpperCase()}_MCP_PORT`]: String(dev.toolPorts[name]),
     DATABASE_URL: runtime.databaseUrl,
+    DATABASE_URL_FILE: undefined,
     GATEWAY_IDENTITY_SECRET: undefined,
+    GATEWAY_IDENTITY_SECRET_FILE: undefined,
     TOOL_IDENTITY_KEY: deriveIdentityKey(runtime.identitySecret, name),
+    TOOL_IDENTITY_KEY_FILE: undefined,
   });
 }
 
@@ -165,6 +172,7 @@ export function devGatewayConfig(
       PLATFORM_ISSUER: dev.issuer,
       PLATFORM_AUDIENCE: dev.audience,
       GATEWAY_IDENTITY_SECRET: runtime.identitySecret,
+      GATEWAY_IDENTITY_SECRET_FILE: undefined,
     },
     { redisRequired: false },
   );

@@ -10,6 +10,7 @@ export interface ComposeService {
   name: string;
   command?: string[];
   volumes?: string[];
+  profiles?: string[];
   networks?: Record<string, { aliases?: string[] } | null> | string[];
 }
 

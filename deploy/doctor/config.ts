@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { ConfigError, type Env, httpUrl, optionalString } from '../../lib/config.ts';
+import { ConfigError, type Env, httpUrl, optionalString, secret } from '../../lib/config.ts';
 import { isServiceName } from '../../lib/service-name.ts';
 import { TOOL_SERVICES } from '../../tools/config.ts';
 
@@ -36,7 +36,7 @@ export function loadDoctorConfig(env: Env, flags: DoctorFlags): DoctorConfig {
   return Object.freeze({
     baseUrl,
     services: Object.freeze(services(flags.service)),
-    token: flags.token?.trim() || optionalString(env, 'PLATFORM_TOKEN'),
+    token: flags.token?.trim() || secret(env, 'PLATFORM_TOKEN')?.value.trim(),
     timeoutMs: timeoutSeconds(env) * 1000,
     compose: flags.compose?.trim()
       ? Object.freeze({

@@ -19,19 +19,20 @@ export async function runContainerChecks(
   o: { baseUrl: string; services: readonly string[]; authenticatedCallMade: boolean },
 ): Promise<CheckRow[]> {
   const rows: CheckRow[] = [];
+  // Services of a profile with no container: the profile is off (e.g. the tunnel on a host without one).
+  const off = new Map<string, string>();
+  for (const s of t.services.values()) {
+    if (s.profiles && s.profiles.length > 0 && (await t.containers(s.name)).length === 0)
+      off.set(s.name, `profile ${s.profiles.join(', ')} not running (COMPOSE_PROFILES)`);
+  }
   for (const s of t.services.values()) {
     if (s.name === 'migrate') continue;
-    const profiles = (s as { profiles?: string[] }).profiles;
-    if (profiles && (await t.containers(s.name)).length === 0) {
-      rows.push(
-        skip(
-          { ref: '#1', subject: s.name, name: 'container healthy' },
-          `profile ${profiles.join(', ')} not running`,
-        ),
-      );
-      continue;
-    }
-    rows.push(await checkHealthy(t, s.name));
+    const reason = off.get(s.name);
+    rows.push(
+      reason
+        ? skip({ ref: '#1', subject: s.name, name: 'container healthy' }, reason)
+        : await checkHealthy(t, s.name),
+    );
   }
   const tools = toolServices(t).filter((x) => o.services.includes(x.tool));
   for (const tool of tools) {
@@ -44,7 +45,7 @@ export async function runContainerChecks(
     rows.push(await checkAlias(t, 'proxy', 'gateway', 'proxy'));
     rows.push(await checkProxyUpstream(t));
   }
-  rows.push(...checkTunnelIngress(t, o.baseUrl, o.services));
+  rows.push(...checkTunnelIngress(t, o.baseUrl, o.services, off.get('tunnel')));
   rows.push(await checkJwksFetch(t, o.authenticatedCallMade));
   return rows;
 }

@@ -1,3 +1,4 @@
+import type { DpopKey } from '../../cli/client/dpop.ts';
 import { checkFakeBearer, checkMissingBearer } from './checks/challenge.ts';
 import { checkHostGuard, checkOriginGuard } from './checks/guards.ts';
 import { checkHealth } from './checks/health.ts';
@@ -13,7 +14,7 @@ import { type CheckRow, skip } from './result.ts';
  * Every check the doctor can run from outside, services in parallel, rows in a stable order: per service
  * #2, #3, #4, #5, the Host and Origin guards, #14; then each distinct issuer the metadata named.
  */
-export async function runChecks(config: DoctorConfig, probe: Probe): Promise<CheckRow[]> {
+export async function runChecks(config: DoctorConfig, probe: Probe, dpop?: DpopKey): Promise<CheckRow[]> {
   const perService = await Promise.all(
     config.services.map(async (service) => {
       const t: ServiceTarget = { baseUrl: config.baseUrl, service, probe, timeoutMs: config.timeoutMs };
@@ -24,7 +25,7 @@ export async function runChecks(config: DoctorConfig, probe: Probe): Promise<Che
         checkFakeBearer(t),
         checkHostGuard(t),
         checkOriginGuard(t),
-        checkToolsList(t, config.token),
+        checkToolsList(t, config.token, dpop),
       ]);
       return {
         rows: [health, metadata.row, missing, fake, host, origin, tools],

@@ -14,6 +14,8 @@ export interface ContainerSuiteConfig {
   dockerdLog: string;
   /** CONTAINER_SUITE_KEEP=1 leaves the stack up after the run (for looking around); default: torn down. */
   keepStack: boolean;
+  /** Where Debian's Compose v2 plugin is unpacked when the docker CLI has none (compose-v2.ts). */
+  composeV2Dir: string;
 }
 
 export function loadContainerSuiteConfig(env: NodeJS.ProcessEnv = process.env): ContainerSuiteConfig {
@@ -24,5 +26,6 @@ export function loadContainerSuiteConfig(env: NodeJS.ProcessEnv = process.env): 
     caFile: existsSync(ca) ? ca : undefined,
     dockerdLog: env.CONTAINER_SUITE_DOCKERD_LOG ?? '/var/log/platform-test-dockerd.log',
     keepStack: env.CONTAINER_SUITE_KEEP === '1',
+    composeV2Dir: env.CONTAINER_SUITE_COMPOSE_V2_DIR ?? '/var/cache/platform-test/compose-v2',
   });
 }

@@ -1,7 +1,8 @@
 // The images the suite runs, made without a registry: a Debian root from debootstrap imported as the base
-// image, the stand-ins for the official images built FROM it (Node, Postgres, Redis, Caddy, Prometheus), then
-// the project's own image from deploy/Dockerfile with NODE_IMAGE pointing at the Node stand-in. Every base
-// image is tagged with a hash of its recipe and kept: a later run whose recipe is unchanged reuses it.
+// image, and the stand-ins for the official images built FROM it (Node, Postgres, Redis, Caddy, Prometheus).
+// Every one is tagged with a hash of its recipe and kept: a later run whose recipe is unchanged reuses it. The
+// project's own image is built by compose, as the documentation says (build.ts), with NODE_IMAGE pointing at
+// the Node stand-in.
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -27,11 +28,9 @@ export interface StackImages {
 }
 
 export interface BuildReport {
-  images: StackImages;
+  images: Omit<StackImages, 'platform'>;
   /** Seconds per step; a reused image shows as 0. */
   seconds: Record<string, number>;
-  /** The project image's size in bytes. */
-  platformBytes: number;
 }
 
 const hash = (...parts: Array<string | Buffer>): string => {
@@ -51,7 +50,11 @@ async function exists(cfg: ContainerSuiteConfig, image: string): Promise<boolean
 
 const buildEnv = (): NodeJS.ProcessEnv => ({ ...process.env, DOCKER_BUILDKIT: '1' });
 
-async function timed<T>(seconds: Record<string, number>, step: string, f: () => Promise<T>): Promise<T> {
+export async function timed<T>(
+  seconds: Record<string, number>,
+  step: string,
+  f: () => Promise<T>,
+): Promise<T> {
   const t0 = performance.now();
   try {
     return await f();
@@ -151,11 +154,14 @@ async function nodeImage(
   }
 }
 
-/** Every image the stack needs; base images reused while their recipe is unchanged, the project image rebuilt (cached layers). */
+/** The images the stack runs but does not build itself; the project image is built by compose (build.ts). */
+export type BaseImages = Omit<StackImages, 'platform'>;
+
+/** Every base image the stack needs, each reused while its recipe is unchanged. */
 export async function buildImages(cfg: ContainerSuiteConfig): Promise<BuildReport> {
   const seconds: Record<string, number> = {};
   const base = await baseImage(cfg, seconds);
-  // Two builds at a time: this machine has two cores, and apt-get and npm spend much of it waiting on the network.
+  // Two builds at a time: this machine has two cores, and apt-get spends much of it waiting on the network.
   const [node, postgres] = await Promise.all([
     nodeImage(cfg, seconds, base),
     standIn(cfg, seconds, { name: 'postgres', base, files: ['postgres-entrypoint.sh'] }),
@@ -164,32 +170,6 @@ export async function buildImages(cfg: ContainerSuiteConfig): Promise<BuildRepor
     standIn(cfg, seconds, { name: 'redis', base }),
     standIn(cfg, seconds, { name: 'caddy', base }),
   ]);
-  const [prometheus, platform] = await Promise.all([
-    standIn(cfg, seconds, { name: 'prometheus', base }),
-    timed(seconds, 'platform', async () => {
-      const tag = 'platform-test/platform-identity:latest';
-      await run(
-        cfg.docker,
-        [
-          'build',
-          '-q',
-          '-f',
-          join(REPO_DIR, 'deploy/Dockerfile'),
-          '--build-arg',
-          `NODE_IMAGE=${node}`,
-          '-t',
-          tag,
-          REPO_DIR,
-        ],
-        { env: buildEnv(), timeoutMs: 900_000 },
-      );
-      return tag;
-    }),
-  ]);
-  const { stdout } = await run(cfg.docker, ['image', 'inspect', '--format', '{{.Size}}', platform]);
-  return {
-    images: { platform, node, postgres, redis, caddy, prometheus },
-    seconds,
-    platformBytes: Number(stdout.trim()),
-  };
+  const prometheus = await standIn(cfg, seconds, { name: 'prometheus', base });
+  return { images: { node, postgres, redis, caddy, prometheus }, seconds };
 }

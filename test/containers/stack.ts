@@ -1,21 +1,19 @@
-// The compose stack under the suite's own project name: deploy/compose.yaml + compose.postgres.yaml + this
-// suite's compose.test.yaml, two replicas of the IdP, the gateway and each tool server, every published port
-// on 127.0.0.1. Up in two steps (Postgres and Redis first, so the web application's Auth.js tables exist
-// before the servers' start-up probes look for them), and always down again with its volumes.
+// The compose stack under the suite's own project name: a trial deployment (`platform trial-env`, profile
+// `trial`) of deploy/compose.yaml + compose.postgres.yaml, with this suite's compose.test.yaml; two replicas of
+// the IdP, the gateway and each tool server, every published port on 127.0.0.1; up with the documented
+// `up -d`, and always down again with its volumes.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { exportJWK, generateKeyPair } from 'jose';
-import pg from 'pg';
 import { deriveIdentityKey } from '../../lib/identity.ts';
-import { freePort } from '../helpers/processes.ts';
+import { freePort, PLATFORM_BIN } from '../helpers/processes.ts';
 import type { ContainerSuiteConfig } from './config.ts';
 import { run } from './docker.ts';
-import { REPO_DIR, type StackImages } from './images.ts';
+import { type BaseImages, REPO_DIR, type StackImages } from './images.ts';
 
 export const PROJECT_PREFIX = 'platformctest';
-const DEPLOY_DIR = join(REPO_DIR, 'deploy');
+export const DEPLOY_DIR = join(REPO_DIR, 'deploy');
 const COMPOSE_FILES = [
   join(DEPLOY_DIR, 'compose.yaml'),
   join(DEPLOY_DIR, 'compose.postgres.yaml'),
@@ -55,8 +53,9 @@ export function compose(
   info: Pick<StackInfo, 'composeArgs'>,
   args: string[],
   timeoutMs = 300_000,
+  env?: NodeJS.ProcessEnv,
 ) {
-  return run(cfg.compose, [...info.composeArgs, ...args], { cwd: DEPLOY_DIR, timeoutMs });
+  return run(cfg.compose, [...info.composeArgs, ...args], { cwd: DEPLOY_DIR, timeoutMs, env });
 }
 
 /** Projects left by a run that died before its teardown (SIGKILL, power): their pid no longer exists. */
@@ -128,12 +127,6 @@ async function freeSubnet(cfg: ContainerSuiteConfig): Promise<string> {
   throw new Error('no free 172.16.x.0/24 for the front network');
 }
 
-async function signingKey(): Promise<string> {
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const jwk = await exportJWK(privateKey);
-  return JSON.stringify({ ...jwk, kid: `ctest-${randomBytes(4).toString('hex')}`, alg: 'RS256', use: 'sig' });
-}
-
 async function waitFor(what: string, ms: number, probe: () => Promise<boolean>): Promise<void> {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -143,22 +136,47 @@ async function waitFor(what: string, ms: number, probe: () => Promise<boolean>):
   }
 }
 
-export interface UpReport {
+export interface Prepared {
   info: StackInfo;
-  /** Seconds from `up` to the proxy answering 200 on a tool server's health route (servers started cold). */
-  coldStartSeconds: number;
-  /** Seconds for Postgres and Redis to come up and the Auth.js tables to be created. */
-  dataStartSeconds: number;
+  /** The settings as written to the env file. */
+  env: Readonly<Record<string, string>>;
 }
 
-export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): Promise<UpReport> {
+/** `platform trial-env`'s output, as a trial's operator writes deploy/.env with it. */
+async function trialEnv(o: {
+  port: number;
+  frontSubnet: string;
+  project: string;
+}): Promise<Map<string, string>> {
+  const { stdout } = await run(process.execPath, [
+    PLATFORM_BIN,
+    'trial-env',
+    '--port',
+    String(o.port),
+    '--front-subnet',
+    o.frontSubnet,
+    '--project',
+    o.project,
+  ]);
+  const out = new Map<string, string>();
+  for (const line of stdout.split('\n')) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line);
+    if (m) out.set(m[1]!, m[2]!);
+  }
+  return out;
+}
+
+/**
+ * The stack's settings: a trial's deploy/.env as `platform trial-env` writes it (profile `trial`: the bundled
+ * Postgres with the web application's tables and the sign-in page), then the suite's own values over it — the
+ * stand-in images, loopback ports, replicas, Prometheus's fast schedule, the rate limits it measures.
+ */
+export async function prepareStack(cfg: ContainerSuiteConfig, base: BaseImages): Promise<Prepared> {
   const project = `${PROJECT_PREFIX}${process.pid}x${randomBytes(3).toString('hex')}`;
   const workDir = mkdtempSync(join(tmpdir(), `${project}-`));
   const [proxyPort, prometheusPort, postgresPort] = [await freePort(), await freePort(), await freePort()];
-  const baseUrl = `http://127.0.0.1:${proxyPort}`;
-  const secret = () => randomBytes(12).toString('hex');
-  const postgresPassword = secret();
-  const secrets = { toolsDbPassword: secret(), redisGatewayPassword: secret() };
+  // The trial's issuer is http://localhost:<port>; the suite reaches the same proxy by address.
+  const baseUrl = `http://localhost:${proxyPort}`;
   // Prometheus as deployed, but scraping and evaluating every 2 s so the suite sees series and alerts quickly.
   const promConfig = join(workDir, 'prometheus.yml');
   writeFileSync(
@@ -168,108 +186,82 @@ export async function stackUp(cfg: ContainerSuiteConfig, images: StackImages): P
       '_interval: 2s',
     ),
   );
-  const env: Record<string, string> = {
-    POSTGRES_PASSWORD: postgresPassword,
-    DATABASE_ADDRESS: 'postgres:5432/platform',
-    PLATFORM_MIGRATE_DB_PASSWORD: secret(),
-    PLATFORM_IDP_DB_PASSWORD: secret(),
-    PLATFORM_TOOLS_DB_PASSWORD: secrets.toolsDbPassword,
-    REDIS_ADMIN_PASSWORD: secret(),
-    REDIS_IDP_PASSWORD: secret(),
-    REDIS_GATEWAY_PASSWORD: secrets.redisGatewayPassword,
-    FRONT_SUBNET: await freeSubnet(cfg),
-    PUBLIC_BASE_URL: baseUrl,
-    PLATFORM_OIDC_ISSUER: baseUrl,
-    PLATFORM_AUDIENCE: baseUrl,
-    PLATFORM_OIDC_PRIVATE_KEY: await signingKey(),
+  const env = await trialEnv({ port: proxyPort, frontSubnet: await freeSubnet(cfg), project });
+  const overrides: Record<string, string> = {
+    // The suite's own identity secret (the tests sign identity headers with it) and the keys derived from it.
     GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-    // What `platform identity-key <service>` prints for each tool server.
     ...Object.fromEntries(
       ['platform', 'mail', 'deals'].map((s) => [
         `${s.toUpperCase()}_TOOL_IDENTITY_KEY`,
         deriveIdentityKey(IDENTITY_SECRET, s),
       ]),
     ),
-    PLATFORM_IMAGE: images.platform,
-    POSTGRES_IMAGE: images.postgres,
-    REDIS_IMAGE: images.redis,
-    CADDY_IMAGE: images.caddy,
-    PROMETHEUS_IMAGE: images.prometheus,
+    // The image compose builds (and the tests start throwaway containers from), on the Node stand-in.
+    PLATFORM_IMAGE: 'platform-test/platform-identity:latest',
+    NODE_IMAGE: base.node,
+    POSTGRES_IMAGE: base.postgres,
+    REDIS_IMAGE: base.redis,
+    CADDY_IMAGE: base.caddy,
+    PROMETHEUS_IMAGE: base.prometheus,
     PROMETHEUS_CONFIG: promConfig,
-    PROXY_HOST_PORT: String(proxyPort),
     PROMETHEUS_HOST_PORT: String(prometheusPort),
     POSTGRES_HOST_PORT: String(postgresPort),
     IDP_REPLICAS: String(REPLICAS),
     GATEWAY_REPLICAS: String(REPLICAS),
     TOOL_REPLICAS: String(REPLICAS),
     LOG_LEVEL: 'info',
+    // No administrator: the tests make their own users, none of whom should be one by accident.
+    PLATFORM_ADMIN_EMAILS: '',
     // Every request of the suite comes from one address (the host, through the proxy); the fault runs'
     // refreshes alone exceed the default token limit, which is not what they measure. Registrations are
     // limited low for isolation.test.ts, which counts clients behind the proxy.
     PLATFORM_RATE_LIMITS: `token=100000/60,register=${REGISTER_LIMIT}/60`,
   };
+  for (const [k, v] of Object.entries(overrides)) env.set(k, v);
   const envFile = join(workDir, '.env');
-  writeFileSync(
-    envFile,
-    `${Object.entries(env)
-      .map(([k, v]) => `${k}=${v}`)
-      .join('\n')}\n`,
-    { mode: 0o600 },
-  );
+  writeFileSync(envFile, `${[...env].map(([k, v]) => `${k}=${v}`).join('\n')}\n`, { mode: 0o600 });
   const info: StackInfo = {
     project,
     baseUrl,
     prometheusUrl: `http://127.0.0.1:${prometheusPort}`,
-    databaseUrl: '',
+    databaseUrl: `postgresql://platform:${env.get('POSTGRES_PASSWORD')}@127.0.0.1:${postgresPort}/platform`,
     envFile,
     workDir,
     composeArgs: composeArgs(project, envFile),
-    images,
-    secrets,
+    images: { ...base, platform: overrides.PLATFORM_IMAGE! },
+    secrets: {
+      toolsDbPassword: env.get('PLATFORM_TOOLS_DB_PASSWORD')!,
+      redisGatewayPassword: env.get('REDIS_GATEWAY_PASSWORD')!,
+    },
   };
+  return { info, env: Object.fromEntries(env) };
+}
+
+export interface UpReport {
+  /** Seconds from `up` to the proxy answering 200 on a tool server's health route (servers started cold). */
+  coldStartSeconds: number;
+}
+
+/**
+ * `docker compose up -d`, as documented, with the image already there (built or loaded): compose builds
+ * nothing. Every container, the trial's sign-in among them, starts from the one command; the tool servers
+ * wait for the web application's tables, which the sign-in creates.
+ */
+export async function stackUp(cfg: ContainerSuiteConfig, info: StackInfo): Promise<UpReport> {
   try {
     const t0 = performance.now();
-    await compose(cfg, info, ['up', '-d', '--no-build', 'postgres', 'redis']);
-    info.databaseUrl = `postgresql://platform:${postgresPassword}@127.0.0.1:${postgresPort}/platform`;
-    await waitFor('postgres', 60_000, async () => {
-      const c = new pg.Client({ connectionString: info.databaseUrl, connectionTimeoutMillis: 2000 });
-      try {
-        await c.connect();
-        await c.query('SELECT 1');
-        return true;
-      } finally {
-        await c.end().catch(() => {});
-      }
-    });
-    // The web application's tables (Auth.js schema): the deployment has them; here the suite plays its part.
-    const c = new pg.Client({ connectionString: info.databaseUrl });
-    await c.connect();
-    try {
-      await c.query(readFileSync(join(REPO_DIR, 'idp/authjs/schema.sql'), 'utf8'));
-    } finally {
-      await c.end();
-    }
-    // The roles were made at Postgres's first start, before these tables existed: their grants now, as an
-    // operator does once the web application has created its tables (docs/deploy.md § Database roles).
-    await compose(cfg, info, ['exec', '-T', 'postgres', '/docker-entrypoint-initdb.d/10-platform-roles.sh']);
-    const t1 = performance.now();
-    await compose(cfg, info, ['up', '-d', '--no-build'], 600_000);
+    await compose(cfg, info, ['up', '-d'], 600_000);
     await waitFor(
       'proxy → gateway → deals',
-      120_000,
-      async () => (await fetch(`${baseUrl}/deals/health`)).status === 200,
+      180_000,
+      async () => (await fetch(`${info.baseUrl}/deals/health`)).status === 200,
     );
-    return {
-      info,
-      coldStartSeconds: Math.round((performance.now() - t1) / 100) / 10,
-      dataStartSeconds: Math.round((t1 - t0) / 100) / 10,
-    };
+    return { coldStartSeconds: Math.round((performance.now() - t0) / 100) / 10 };
   } catch (err) {
     // What the containers said, before they are gone with the stack.
     const logs = await compose(cfg, info, ['logs', '--no-color', '--tail', '15']).catch(() => undefined);
     if (logs)
       process.stdout.write(`[containers] the stack did not come up; its last log lines:\n${logs.stdout}\n`);
-    await stackDown(cfg, info).catch(() => {});
     throw err;
   }
 }

@@ -4,7 +4,7 @@
 // config loaders with env.example's values.
 import { execFile, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -82,14 +82,17 @@ describe('deploy/Dockerfile', () => {
     expect(
       lines.filter((l) => l.startsWith('FROM')).every((l) => /^FROM \$\{NODE_IMAGE\}( AS \w+)?$/.test(l)),
     ).toBe(true);
-    expect(lines.some((l) => /^RUN\s+(--mount=\S+\s+)*npm ci --omit=dev/.test(l))).toBe(true);
+    expect(lines.some((l) => /^RUN npm ci --omit=dev/.test(l))).toBe(true);
+    // Built by the legacy builder too (docker-compose 1.29): no BuildKit-only syntax.
+    expect(lines.filter((l) => /^RUN\s+--|<</.test(l))).toEqual([]);
     const user = lines.filter((l) => l.startsWith('USER')).at(-1);
     expect(user).toMatch(/^USER (?!root|0\b)\w+/);
     expect(lines.filter((l) => l.startsWith('ENTRYPOINT'))).toEqual(['ENTRYPOINT ["platform"]']);
   });
 
-  it('copies only paths that exist, each let through by Dockerfile.dockerignore', () => {
-    const allowed = deployFile('Dockerfile.dockerignore')
+  it('copies only paths that exist, each let through by the root .dockerignore (both builders read it)', () => {
+    expect(existsSync(join(DEPLOY_DIR, 'Dockerfile.dockerignore'))).toBe(false);
+    const allowed = readFileSync(join(REPO_DIR, '.dockerignore'), 'utf8')
       .split('\n')
       .filter((l) => l.startsWith('!'))
       .map((l) => l.slice(1).replace(/\/$/, ''));
@@ -120,7 +123,7 @@ describe('deploy/Caddyfile', () => {
         ? [lines.slice(i, lines.indexOf('}', i) + 1).join('\n')]
         : [],
     );
-    expect(proxies).toHaveLength(2);
+    expect(proxies).toHaveLength(3);
     for (const p of proxies) {
       expect(p).toContain('lb_try_duration 5s');
       expect(p).toContain('lb_try_interval 250ms');
@@ -130,6 +133,8 @@ describe('deploy/Caddyfile', () => {
     expect(code).not.toMatch(/\b(handle_path|handle|route|uri|rewrite|strip_prefix)\b/);
     expect(code).toContain('{$GATEWAY_UPSTREAM:gateway:3000}');
     expect(code).toContain('{$IDP_UPSTREAM:idp:3000}');
+    // The web application's sign-in path: the gateway unless a trial names its sign-in page.
+    expect(code).toContain('reverse_proxy @signin {$SIGNIN_UPSTREAM:gateway:3000}');
   });
 
   it('adapts to flat routes with those settings (caddy adapt)', () => {
@@ -160,7 +165,13 @@ describe('deploy/Caddyfile', () => {
     const clientAddress: string[] = [];
     for (const server of servers) {
       const handlers = server.routes.flatMap((r) => r.handle);
-      expect(handlers.map((h) => h.handler)).toEqual(['vars', 'encode', 'reverse_proxy', 'reverse_proxy']);
+      expect(handlers.map((h) => h.handler)).toEqual([
+        'vars',
+        'encode',
+        'reverse_proxy',
+        'reverse_proxy',
+        'reverse_proxy',
+      ]);
       clientAddress.push(String(handlers[0]!.client_address));
       for (const h of handlers.filter((x) => x.handler === 'reverse_proxy')) {
         expect(h.load_balancing).toEqual({ try_duration: 5_000_000_000, try_interval: 250_000_000 });
@@ -293,6 +304,7 @@ describe('deploy/compose.yaml', () => {
         'tool-mail',
         'tool-deals',
         'proxy',
+        'signin',
         'prometheus',
         'tunnel',
       ].sort(),
@@ -377,7 +389,8 @@ describe('deploy/compose.yaml', () => {
   it('lets the IdP believe X-Forwarded-For only from the front network, which the proxy reaches it by', () => {
     expect(on('front')).toEqual(['gateway', 'idp', 'proxy']);
     expect(networksOf('proxy')).toEqual(['edge', 'front']);
-    expect(on('edge')).toEqual(['proxy', 'tunnel']);
+    // The trial's sign-in page (profile trial) is reached by the proxy over `edge`, never on `front`.
+    expect(on('edge')).toEqual(['proxy', 'signin', 'tunnel']);
     const networks = (
       parse(deployFile('compose.yaml')) as {
         networks: Record<string, { ipam?: { config: Array<{ subnet: string }> } }>;

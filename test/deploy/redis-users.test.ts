@@ -11,7 +11,9 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { idJagJtiKey } from '../../idp/id-jag/index.ts';
 import { RedisDpopReplayStore } from '../../lib/dpop/index.ts';
+import { RedisSingleUseStore } from '../../lib/single-use.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort } from '../helpers/processes.ts';
 import { type DeployStack, startDeployStack } from './stack.ts';
@@ -198,8 +200,22 @@ describe('what the red team tried', () => {
     expect(await gateway.firstUse('jti-2', 'jkt', 60)).toBe(true);
   });
 
+  it('the IdP user records redeemed ID-JAGs (SET NX EX); the gateway user cannot', async () => {
+    const idp = new RedisSingleUseStore(connect('idp', PASSWORDS.REDIS_IDP_PASSWORD));
+    const key = idJagJtiKey('https://acme.okta.example', 'jti-1');
+    expect(await idp.firstUse(key, 60)).toBe(true);
+    expect(await idp.firstUse(key, 60)).toBe(false);
+    const gateway = new RedisSingleUseStore(connect('gateway', PASSWORDS.REDIS_GATEWAY_PASSWORD));
+    expect(await refusal(gateway.firstUse(idJagJtiKey('https://acme.okta.example', 'jti-2'), 60))).toMatch(
+      /^NOPERM/,
+    );
+  });
+
   it('the IdP user cannot plant a key set or flush', async () => {
     const idp = connect('idp', PASSWORDS.REDIS_IDP_PASSWORD);
+    // It may drop the gateways' shared key set (after an emergency key rotation), nothing more.
+    expect(await idp.del(`platform:jwks:${stack.idp.issuer}`)).toBeGreaterThanOrEqual(0);
+    expect(await refusal(idp.get(`platform:jwks:${stack.idp.issuer}`))).toMatch(/^NOPERM/);
     for (const attempt of [
       idp.set(`platform:jwks:${stack.idp.issuer}`, '{"keys":[]}'),
       idp.flushall(),

@@ -171,13 +171,22 @@ interface IngressRule {
 /**
  * #10: the tunnel's ingress (the config file the `tunnel` service mounts) lists the public host and, for each
  * service, rules that route `/<service>/mcp` and `/<service>/.well-known/oauth-protected-resource`, ahead of the
- * catch-all.
+ * catch-all. `tunnelOff`: why the tunnel is not running (its profile is off); then there is no ingress to
+ * check, and each row is a SKIP saying so.
  */
 export function checkTunnelIngress(
   t: ComposeTarget,
   baseUrl: string,
   services: readonly string[],
+  tunnelOff?: string,
 ): CheckRow[] {
+  if (tunnelOff !== undefined)
+    return services.map((s) =>
+      skip(
+        { ref: '#10', subject: s, name: 'tunnel ingress: host and two path rules' },
+        `tunnel: ${tunnelOff}`,
+      ),
+    );
   const host = new URL(baseUrl).hostname;
   const tunnel = t.services.get('tunnel');
   const mount = tunnel?.volumes
@@ -218,6 +227,15 @@ export function checkDatabaseUrl(t: ComposeTarget, service: string): Promise<Che
   return guarded(id, async () => {
     const cs = await replicasOf(t, id, service);
     if (!Array.isArray(cs)) return cs;
+    // Given as a file (DATABASE_URL_FILE, a Docker secret): the server itself checks it at start-up and refuses
+    // to start on anything but a PostgreSQL URL, and the doctor does not read secrets out of containers.
+    const files = cs.filter((c) => c.env.get('DATABASE_URL') === undefined && c.env.get('DATABASE_URL_FILE'));
+    if (files.length === cs.length && files.length > 0) {
+      return pass(
+        id,
+        `from the file ${files[0]!.env.get('DATABASE_URL_FILE')} (checked by the server at start-up)`,
+      );
+    }
     const values = new Set(cs.map((c) => c.env.get('DATABASE_URL') ?? ''));
     for (const v of values) {
       if (!/^postgresql(\+asyncpg)?:\/\/[^/]/.test(v))

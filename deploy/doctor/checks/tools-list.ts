@@ -3,7 +3,9 @@ import {
   type FetchLike,
   SdkHttpError,
   StreamableHTTPClientTransport,
+  withDpop,
 } from '@modelcontextprotocol/client';
+import type { DpopKey } from '../../../cli/client/dpop.ts';
 import { type CheckRow, fail, pass, skip } from '../result.ts';
 import { guarded, resourceOf, type ServiceTarget } from './target.ts';
 
@@ -13,7 +15,11 @@ const CLIENT_INFO = { name: 'platform-doctor', version: '1' };
  * #14 as far as it can be checked without a connector: with a token, an MCP client through the public URL
  * (2026-07-28 discovery or the initialize handshake, then tools/list) shows a non-empty tool list — what the connector shows on success.
  */
-export function checkToolsList(t: ServiceTarget, token: string | undefined): Promise<CheckRow> {
+export function checkToolsList(
+  t: ServiceTarget,
+  token: string | undefined,
+  dpop?: DpopKey,
+): Promise<CheckRow> {
   const id = { ref: '#14', subject: t.service, name: 'tools/list with a token' };
   if (token === undefined) {
     return Promise.resolve(skip(id, 'no token: set PLATFORM_TOKEN (e.g. PLATFORM_TOKEN=$(platform token))'));
@@ -21,9 +27,12 @@ export function checkToolsList(t: ServiceTarget, token: string | undefined): Pro
   const url = resourceOf(t);
   return guarded(id, async () => {
     const seen: Refusal = {};
+    const deadline = withDeadline(t.timeoutMs, seen);
+    // A token bound to the stored login's key (`platform login` binds by default) goes as `Authorization: DPoP`
+    // with a proof per request, as `platform call` sends it; any other as Bearer.
     const transport = new StreamableHTTPClientTransport(new URL(url), {
-      requestInit: { headers: { authorization: `Bearer ${token}` } },
-      fetch: withDeadline(t.timeoutMs, seen),
+      ...(dpop ? {} : { requestInit: { headers: { authorization: `Bearer ${token}` } } }),
+      fetch: dpop ? (withDpop(dpop.session, () => token)(deadline) as FetchLike) : deadline,
       // A failed stream is a finding to report, not something to retry in the background.
       reconnectionOptions: {
         maxReconnectionDelay: 0,
