@@ -1,3 +1,4 @@
+import { readFileSync, statSync } from 'node:fs';
 import { isExampleSecret } from './example-secrets.ts';
 
 // Helpers for the per-process config modules. Each reads one variable from the environment object it is
@@ -68,6 +69,28 @@ export function integer(
   return n;
 }
 
+const DURATION_UNITS: Readonly<Record<string, number>> = { '': 1, s: 1, m: 60, h: 3600, d: 86_400 };
+
+/**
+ * A duration in whole seconds: plain seconds (`90`) or one number with a unit suffix `s`, `m`, `h` or `d`
+ * (`90s`, `15m`, `2h`, `30d`). `fallback` and the bounds are in seconds.
+ */
+export function duration(
+  env: Env,
+  name: string,
+  fallback: number,
+  opts: { min: number; max: number },
+): number {
+  const v = raw(env, name);
+  if (v === undefined) return fallback;
+  const m = /^(\d{1,9})([smhd]?)$/.exec(v);
+  if (!m) throw new ConfigError(name, `must be seconds or a number with s, m, h or d (e.g. 2h), got "${v}"`);
+  const n = Number(m[1]) * DURATION_UNITS[m[2]!]!;
+  if (n < opts.min || n > opts.max)
+    throw new ConfigError(name, `must be between ${opts.min} s and ${opts.max} s, got ${n} s`);
+  return n;
+}
+
 export function csv(env: Env, name: string, fallback: readonly string[] = []): string[] {
   const v = raw(env, name);
   if (v === undefined) return [...fallback];
@@ -102,9 +125,10 @@ export function httpUrl(
  * of the same server; it is normalised for node-postgres). A SQLite path or anything else fails at start-up.
  */
 export function databaseUrl(env: Env, name = 'DATABASE_URL'): string {
-  const v = requiredString(env, name);
-  const url = normaliseDatabaseUrl(v, name);
-  refuseExamplePassword(name, url);
+  const s = secret(env, name);
+  if (s === undefined) throw new ConfigError(name, `is required (or ${name}_FILE, a file holding it)`);
+  const url = normaliseDatabaseUrl(s.value, s.from);
+  refuseExamplePassword(s.from, url);
   return url;
 }
 
@@ -125,14 +149,6 @@ export function normaliseDatabaseUrl(v: string, name = 'DATABASE_URL'): string {
   return url;
 }
 
-export function redisUrl(env: Env, name = 'REDIS_URL'): string | undefined {
-  const v = raw(env, name);
-  if (v === undefined) return undefined;
-  if (!/^rediss?:\/\//.test(v)) throw new ConfigError(name, 'must begin with redis:// or rediss://');
-  refuseExamplePassword(name, v);
-  return v;
-}
-
 /**
  * Start-up refuses secrets published as examples in deploy/env.example or the documentation
  * (lib/example-secrets.ts): one line naming the variable, never the value.
@@ -146,17 +162,59 @@ export function refuseExampleSecret(name: string, value: string | undefined, wha
   }
 }
 
-/** A secret variable, optional: refused when it holds a published example value. */
-export function optionalSecret(env: Env, name: string): string | undefined {
-  const v = raw(env, name);
-  refuseExampleSecret(name, v);
-  return v;
+/** The most a secret file may hold: a PEM key or a URL is a few kB; anything near this is the wrong file. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
+
+/**
+ * A secret variable's value and the variable it came from: NAME itself, or the file NAME_FILE names (Docker
+ * and Kubernetes secrets are files, e.g. `/run/secrets/x`). The file's contents are the value, one trailing
+ * newline removed (`echo x > file` adds one); nothing else is trimmed. Both set, a file that cannot be read,
+ * is not a regular file, is too large or is empty: a ConfigError naming the variable and the path, never the
+ * contents.
+ */
+export function secret(env: Env, name: string): { value: string; from: string } | undefined {
+  const fileVar = `${name}_FILE`;
+  const path = raw(env, fileVar);
+  const direct = raw(env, name);
+  if (path === undefined) return direct === undefined ? undefined : { value: direct, from: name };
+  if (direct !== undefined) {
+    throw new ConfigError(name, `is set and so is ${fileVar}; set only one of them`);
+  }
+  let text: string;
+  try {
+    const st = statSync(path);
+    if (!st.isFile()) throw new ConfigError(fileVar, `"${path}" is not a regular file`);
+    if (st.size > MAX_SECRET_FILE_BYTES) {
+      throw new ConfigError(fileVar, `"${path}" is larger than ${MAX_SECRET_FILE_BYTES} bytes`);
+    }
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if (err instanceof ConfigError) throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new ConfigError(fileVar, `cannot read "${path}" (${code})`);
+  }
+  const value = text.replace(/\r?\n$/, '');
+  if (value.trim() === '') throw new ConfigError(fileVar, `"${path}" is empty`);
+  return { value, from: fileVar };
 }
 
-/** A secret variable, required: refused when it holds a published example value. */
+/** Whether a secret variable is given at all, as NAME or as NAME_FILE (the file is not read). */
+export function secretGiven(env: Env, name: string): boolean {
+  return raw(env, name) !== undefined || raw(env, `${name}_FILE`) !== undefined;
+}
+
+/** A secret variable (NAME or NAME_FILE), optional: refused when it holds a published example value. */
+export function optionalSecret(env: Env, name: string): string | undefined {
+  const s = secret(env, name);
+  if (s === undefined) return undefined;
+  refuseExampleSecret(s.from, s.value, s.from === name ? 'is' : 'names a file holding');
+  return s.value;
+}
+
+/** A secret variable (NAME or NAME_FILE), required: refused when it holds a published example value. */
 export function requiredSecret(env: Env, name: string): string {
-  const v = requiredString(env, name);
-  refuseExampleSecret(name, v);
+  const v = optionalSecret(env, name);
+  if (v === undefined) throw new ConfigError(name, `is required (or ${name}_FILE, a file holding it)`);
   return v;
 }
 

@@ -11,6 +11,7 @@ import {
   port,
   requiredSecret,
   requiredString,
+  secretGiven,
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { IDENTITY_KEY_PATTERN } from '../lib/identity.ts';
@@ -64,10 +65,11 @@ export function isToolService(name: string): name is ToolServiceName {
 
 function graphConfig(env: Env): GraphConfig | undefined {
   const names = ['GRAPH_TENANT_ID', 'GRAPH_CLIENT_ID', 'GRAPH_CLIENT_SECRET'] as const;
-  const given = names.filter((n) => optionalString(env, n) !== undefined);
+  // GRAPH_CLIENT_SECRET may be a file (GRAPH_CLIENT_SECRET_FILE); secretGiven counts either.
+  const given = names.filter((n) => secretGiven(env, n));
   if (given.length === 0) return undefined;
   // A half-configured Graph would silently fall back to the outbox; refuse it instead.
-  const missing = names.find((n) => optionalString(env, n) === undefined);
+  const missing = names.find((n) => !secretGiven(env, n));
   if (missing)
     throw new ConfigError(
       missing,
@@ -129,9 +131,11 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     );
   }
   // The master secret would let this server (or whoever takes it over) sign for every other service.
-  if (optionalString(env, 'GATEWAY_IDENTITY_SECRET') !== undefined) {
+  if (secretGiven(env, 'GATEWAY_IDENTITY_SECRET')) {
     throw new ConfigError(
-      'GATEWAY_IDENTITY_SECRET',
+      optionalString(env, 'GATEWAY_IDENTITY_SECRET') === undefined
+        ? 'GATEWAY_IDENTITY_SECRET_FILE'
+        : 'GATEWAY_IDENTITY_SECRET',
       'must not be given to a tool server; give it TOOL_IDENTITY_KEY (`platform identity-key <service>`)',
     );
   }

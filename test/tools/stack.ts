@@ -4,6 +4,7 @@ import { inject } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import {
   freePort,
+  type GatewayProcess,
   type IdpProcess,
   type RunningProcess,
   startGatewayProcess,
@@ -26,6 +27,8 @@ export interface Stack {
   replicas: Record<(typeof SERVICES)[number], RunningProcess[]>;
   /** The deals server reaches Postgres through this relay, so a test can take its database away. */
   dealsDb: PostgresRelay;
+  /** Another replica of the gateway (same configuration and Redis, its own port), stopped with the stack. */
+  anotherGateway(): Promise<GatewayProcess>;
   stop(): Promise<void>;
 }
 
@@ -90,19 +93,17 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
         upstreams[`${name.toUpperCase()}_MCP_UPSTREAM`] = started1.map((r) => r.url).join(',');
       }),
     );
-    const gateway = await startGatewayProcess(
-      {
-        PUBLIC_BASE_URL: baseUrl,
-        GATEWAY_SERVICES: SERVICES.join(','),
-        ...upstreams,
-        PLATFORM_ISSUER: idp.issuer,
-        PLATFORM_AUDIENCE: idp.audience,
-        REDIS_URL: inject('redisUrl'),
-        GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-        ...opts.gatewayEnv,
-      },
-      gatewayPort,
-    );
+    const gatewayEnv = {
+      PUBLIC_BASE_URL: baseUrl,
+      GATEWAY_SERVICES: SERVICES.join(','),
+      ...upstreams,
+      PLATFORM_ISSUER: idp.issuer,
+      PLATFORM_AUDIENCE: idp.audience,
+      REDIS_URL: inject('redisUrl'),
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      ...opts.gatewayEnv,
+    };
+    const gateway = await startGatewayProcess(gatewayEnv, gatewayPort);
     started.push(gateway);
     return {
       db,
@@ -112,6 +113,11 @@ export async function startStack(opts: StackOptions = {}): Promise<Stack> {
       tools,
       replicas,
       dealsDb,
+      async anotherGateway() {
+        const g = await startGatewayProcess(gatewayEnv);
+        started.push(g);
+        return g;
+      },
       async stop() {
         await Promise.all(started.map((p) => p.stop()));
         await dealsDb.close();

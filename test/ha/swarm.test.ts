@@ -1,0 +1,329 @@
+// deploy/stack.yaml on a real Docker Swarm: a private engine in a network namespace (test/ha/swarm-cluster.ts),
+// the project's image built with the container suite's recipe and `docker load`ed into it, `docker stack
+// deploy --resolve-image never`, then rolling updates of the gateway and of a tool server while tool calls run
+// at 25 a second through the proxy: not one may fail. Then a second node joins over the hub bridge and takes
+// replicas. Postgres comes from test/ha/stack.test.yaml (the deployment's is outside the stack); every secret
+// is a Swarm secret read through <NAME>_FILE, as in production.
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { exportPKCS8, generateKeyPair } from 'jose';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { deriveIdentityKey } from '../../lib/identity.ts';
+import { loadContainerSuiteConfig } from '../containers/config.ts';
+import { run } from '../containers/docker.ts';
+import { buildImages, REPO_DIR } from '../containers/images.ts';
+import { type CallOutcome, callTool, proposal, summary } from '../containers/load.ts';
+import { seedUser } from '../helpers/database.ts';
+import { signIn } from '../helpers/oauth.ts';
+import { DOCKER, PrivateSwarm, SHARED, type SwarmNode } from './swarm-cluster.ts';
+
+const STACK = 'pswt';
+const RATE = 25;
+const FRONT_SUBNET = '10.239.250.0/24';
+
+let swarm: PrivateSwarm | undefined;
+let node1: SwarmNode;
+let baseUrl = '';
+let token = '';
+let platformImage = '';
+const secret = () => randomBytes(16).toString('hex');
+
+/** The stand-in images of the container suite on the shared engine; built by its recipe when one is missing. */
+async function images(): Promise<Record<'node' | 'postgres' | 'redis' | 'caddy', string>> {
+  const find = async (name: string) =>
+    (
+      await run(DOCKER, [
+        ...SHARED,
+        'images',
+        `platform-test/${name}`,
+        '--format',
+        '{{.Repository}}:{{.Tag}}',
+      ])
+    ).stdout
+      .split('\n')
+      .filter(Boolean)[0];
+  let found = {
+    node: await find('node'),
+    postgres: await find('postgres'),
+    redis: await find('redis'),
+    caddy: await find('caddy'),
+  };
+  if (Object.values(found).some((v) => v === undefined)) {
+    const built = (await buildImages(loadContainerSuiteConfig())).images;
+    found = { node: built.node, postgres: built.postgres, redis: built.redis, caddy: built.caddy };
+  }
+  return found as Record<'node' | 'postgres' | 'redis' | 'caddy', string>;
+}
+
+async function waitFor(what: string, ms: number, probe: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await probe().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+const docker = (args: string[], timeoutMs?: number) => swarm!.docker(node1, args, { timeoutMs });
+const taskIds = async (service: string) =>
+  (await docker(['service', 'ps', `${STACK}_${service}`, '--filter', 'desired-state=running', '-q'])).stdout
+    .split('\n')
+    .filter(Boolean)
+    .sort();
+
+/** Tool calls at RATE a second until `during` has finished (and 2 s more), every outcome kept. */
+async function underLoad(service: string, during: () => Promise<void>): Promise<CallOutcome[]> {
+  const pending: Array<Promise<CallOutcome>> = [];
+  let done = false;
+  const fault = during().finally(() => {
+    done = true;
+  });
+  const t0 = performance.now();
+  let doneAt = Number.POSITIVE_INFINITY;
+  for (let i = 0; ; i++) {
+    const due = t0 + (i * 1000) / RATE;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    if (done && doneAt === Number.POSITIVE_INFINITY) doneAt = performance.now();
+    if (performance.now() > doneAt + 2000) break;
+    const args = service === 'deals' ? proposal(`swarm-${randomBytes(3).toString('hex')}`) : {};
+    pending.push(
+      callTool({
+        baseUrl,
+        service,
+        token,
+        tool: service === 'deals' ? 'propose_deal_closure' : 'whoami',
+        args,
+      }),
+    );
+  }
+  await fault;
+  return Promise.all(pending);
+}
+
+describe('deploy/stack.yaml on a private Docker Swarm', () => {
+  beforeAll(async () => {
+    const img = await images();
+    // The image of this checkout (its own tag: the shared engine's platform-test/platform-identity:latest may
+    // be another checkout's), with the container suite's Node stand-in as NODE_IMAGE.
+    platformImage = `platform-swarm-test/platform-identity:${process.pid}`;
+    await run(
+      DOCKER,
+      [
+        ...SHARED,
+        'build',
+        '-q',
+        '-f',
+        join(REPO_DIR, 'deploy/Dockerfile'),
+        '--build-arg',
+        `NODE_IMAGE=${img.node}`,
+        '-t',
+        platformImage,
+        REPO_DIR,
+      ],
+      { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
+    );
+    swarm = await PrivateSwarm.create();
+    node1 = await swarm.addNode();
+    await docker(['swarm', 'init', '--advertise-addr', node1.address]);
+    const self = (await docker(['node', 'ls', '-q'])).stdout.trim();
+    await docker(['node', 'update', '--label-add', 'platform.redis=true', self]);
+    await swarm.load(node1, [platformImage, img.postgres, img.redis, img.caddy]);
+
+    // The secrets, one file each, as an operator writes them (docs/deploy.md § Swarm).
+    const dir = join(swarm.dir, 'secrets');
+    const pgPassword = secret();
+    const [admin, idp, gw] = [secret(), secret(), secret()];
+    const identitySecret = `swarm-${secret()}${secret()}`;
+    const redisAcl = readFileSync(join(REPO_DIR, 'deploy/redis-users.acl.example'), 'utf8')
+      .replace('ADMIN_PASSWORD', admin)
+      .replace('IDP_PASSWORD', idp)
+      .replace('GATEWAY_PASSWORD', gw);
+    // The test's Postgres has one role: every component connects as it (role separation is compose's test).
+    const dbUrl = `postgresql://platform:${pgPassword}@postgres:5432/platform`;
+    const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+    const files: Record<string, string> = {
+      'redis-users.acl': redisAcl,
+      'redis-admin-password': admin,
+      'migrate-database-url': dbUrl,
+      'idp-database-url': dbUrl,
+      'tools-database-url': dbUrl,
+      'idp-redis-url': `redis://idp:${idp}@redis:6379`,
+      'gateway-redis-url': `redis://gateway:${gw}@redis:6379`,
+      'oidc-private-key': await exportPKCS8(privateKey),
+      'gateway-identity-secret': identitySecret,
+      ...Object.fromEntries(
+        ['platform', 'mail', 'deals'].map((s) => [
+          `${s}-tool-identity-key`,
+          deriveIdentityKey(identitySecret, s),
+        ]),
+      ),
+    };
+    (await import('node:fs')).mkdirSync(dir, { mode: 0o700 });
+    for (const [name, value] of Object.entries(files))
+      writeFileSync(join(dir, name), `${value}\n`, { mode: 0o600 });
+
+    baseUrl = `http://${node1.address}:8080`;
+    await swarm.docker(
+      node1,
+      [
+        'stack',
+        'deploy',
+        '--resolve-image',
+        'never',
+        '-c',
+        'stack.yaml',
+        '-c',
+        '../test/ha/stack.test.yaml',
+        STACK,
+      ],
+      {
+        cwd: join(REPO_DIR, 'deploy'),
+        env: {
+          ...process.env,
+          PLATFORM_SECRETS_DIR: dir,
+          PUBLIC_BASE_URL: baseUrl,
+          PLATFORM_OIDC_ISSUER: baseUrl,
+          PLATFORM_AUDIENCE: baseUrl,
+          FRONT_SUBNET,
+          PLATFORM_IMAGE: platformImage,
+          REDIS_IMAGE: img.redis,
+          CADDY_IMAGE: img.caddy,
+          POSTGRES_IMAGE: img.postgres,
+          POSTGRES_PASSWORD: pgPassword,
+          PLATFORM_RATE_LIMITS: 'token=100000/60',
+        },
+      },
+    );
+    // The web application's tables, as in the container suite: the tool servers restart until they exist.
+    const pool = new pg.Pool({
+      connectionString: `postgresql://platform:${pgPassword}@${node1.address}:5432/platform`,
+      max: 2,
+      connectionTimeoutMillis: 3000,
+    });
+    pool.on('error', () => {});
+    try {
+      await waitFor('postgres', 120_000, async () => (await pool.query('SELECT 1')).rowCount === 1);
+      await pool.query(readFileSync(join(REPO_DIR, 'idp/authjs/schema.sql'), 'utf8'));
+      for (const s of ['platform', 'mail', 'deals'])
+        await waitFor(
+          `proxy → gateway → ${s}`,
+          180_000,
+          async () => (await fetch(`${baseUrl}/${s}/health`)).ok,
+        );
+      const user = await seedUser(pool);
+      token = (
+        await signIn(baseUrl, user.sessionToken, { scope: 'openid email mcp:platform mcp:mail mcp:deals' })
+      ).access_token;
+    } finally {
+      await pool.end();
+    }
+  }, 600_000);
+
+  afterAll(async () => {
+    await swarm?.teardown();
+    if (platformImage) await run(DOCKER, [...SHARED, 'rmi', platformImage]).catch(() => {});
+  }, 180_000);
+
+  it('rolls the gateway, then the deals server, under 25 tool calls a second: no call fails', async () => {
+    for (const [service, svc] of [
+      ['gateway', 'deals'],
+      ['tool-deals', 'deals'],
+    ] as const) {
+      const before = await taskIds(service);
+      const spec = JSON.parse(
+        (
+          await docker([
+            'service',
+            'inspect',
+            `${STACK}_${service}`,
+            '--format',
+            '{{json .Spec.UpdateConfig}}',
+          ])
+        ).stdout,
+      );
+      expect(spec).toMatchObject({ Order: 'start-first', FailureAction: 'rollback' });
+      // --force replaces every task under the service's own update_config; only the pauses are shortened.
+      const outcomes = await underLoad(svc, async () => {
+        await docker(
+          [
+            'service',
+            'update',
+            '--force',
+            '--detach=false',
+            '--update-delay',
+            '1s',
+            '--update-monitor',
+            '5s',
+            `${STACK}_${service}`,
+          ],
+          240_000,
+        );
+      });
+      const after = await taskIds(service);
+      expect(
+        after.filter((t) => before.includes(t)),
+        `${service}: every task replaced`,
+      ).toEqual([]);
+      const seconds = (outcomes.at(-1)!.start - outcomes[0]!.start) / 1000;
+      process.stdout.write(
+        `[swarm] ${service}: ${outcomes.length} calls over ${seconds.toFixed(1)} s: ${summary(outcomes)}\n`,
+      );
+      expect(outcomes.length / seconds).toBeGreaterThanOrEqual(20);
+      expect(outcomes.filter((o) => !o.ok).map((o) => `${o.status} ${o.detail}`)).toEqual([]);
+    }
+  });
+
+  it('a second node joins over the hub bridge and runs replicas that answer', async () => {
+    const node2 = await swarm!.addNode();
+    const joinToken = (await docker(['swarm', 'join-token', '-q', 'worker'])).stdout.trim();
+    await swarm!.docker(node2, [
+      'swarm',
+      'join',
+      '--token',
+      joinToken,
+      '--advertise-addr',
+      node2.address,
+      `${node1.address}:2377`,
+    ]);
+    await swarm!.load(node2, [platformImage]);
+    await docker(['service', 'scale', '--detach=false', `${STACK}_tool-deals=4`], 240_000);
+    const nodes = (
+      await docker([
+        'service',
+        'ps',
+        `${STACK}_tool-deals`,
+        '--filter',
+        'desired-state=running',
+        '--format',
+        '{{.Node}} {{.CurrentState}}',
+      ])
+    ).stdout;
+    const hostname2 = (await swarm!.docker(node2, ['info', '--format', '{{.Name}}'])).stdout.trim();
+    const self1 = (await docker(['info', '--format', '{{.Name}}'])).stdout.trim();
+    process.stdout.write(`[swarm] tool-deals tasks:\n${nodes}`);
+    // Both daemons share this machine's hostname; the node IDs tell them apart.
+    const ids = (await docker(['node', 'ls', '--format', '{{.ID}} {{.Hostname}} {{.Status}}'])).stdout;
+    expect(ids.trim().split('\n')).toHaveLength(2);
+    expect(hostname2).toBe(self1);
+    const onNode2 = (
+      await docker([
+        'service',
+        'ps',
+        `${STACK}_tool-deals`,
+        '--filter',
+        'desired-state=running',
+        '--filter',
+        `node=${(await swarm!.docker(node2, ['info', '--format', '{{.Swarm.NodeID}}'])).stdout.trim()}`,
+        '-q',
+      ])
+    ).stdout
+      .split('\n')
+      .filter(Boolean);
+    expect(onNode2.length).toBeGreaterThan(0);
+    const outcomes = await underLoad('deals', () => new Promise((r) => setTimeout(r, 4000)));
+    expect(outcomes.filter((o) => !o.ok).map((o) => `${o.status} ${o.detail}`)).toEqual([]);
+  });
+});
