@@ -346,8 +346,12 @@ export const RESTORE_CHECK_MS = 1000;
  * Redis lost its data, so the marker is set and every recorded revocation written again and published (running
  * gateways' mirrors get the events, gateways started later read the keys). The marker is set before the replay,
  * so a loss during the replay removes it again and the next check replays again; a failed replay removes it.
- * `check(true)` replays whatever the marker says: at start-up and at every (re)connection, when a publication
- * may have failed while Redis was away. Replicas may replay together: writes only ever move a cut-off later.
+ * `check(true)` replays whatever the marker says: at start-up and at every (re)connection or failover, when a
+ * publication may have failed while Redis was away, or the master that acknowledged it did not replicate it. A
+ * forced replay is owed until one succeeds: asked for while another check runs, or failing (the promoted master
+ * not writable yet, the cluster still moving slots), it is made by the next check, marker or not; otherwise the
+ * marker the old master replicated would hide the loss for good. Replicas may replay together: writes only ever
+ * move a cut-off later.
  */
 export function keepDenylistRestored(o: {
   redis: RedisClient;
@@ -357,19 +361,29 @@ export function keepDenylistRestored(o: {
 }): { check: (force?: boolean) => Promise<void>; stop: () => void } {
   const key = revocationsRestoredKey(o.issuer);
   let running: Promise<void> | undefined;
-  const once = async (force: boolean) => {
-    const set = await o.redis.set(key, new Date().toISOString(), 'NX');
-    if (set !== 'OK' && !force) return;
+  let owed = false;
+  const once = async () => {
+    const forced = owed;
+    owed = false;
     try {
-      const n = await o.replay();
-      o.log.info({ entries: n }, 'revocations replayed to the denylist');
+      const set = await o.redis.set(key, new Date().toISOString(), 'NX');
+      if (set !== 'OK' && !forced) return;
+      try {
+        const n = await o.replay();
+        o.log.info({ entries: n }, 'revocations replayed to the denylist');
+      } catch (err) {
+        await o.redis.del(key).catch(() => {});
+        throw err;
+      }
     } catch (err) {
-      await o.redis.del(key).catch(() => {});
+      if (forced) owed = true;
       throw err;
     }
   };
-  const check = (force = false) => {
-    running ??= once(force)
+  const check = (force = false): Promise<void> => {
+    if (force) owed = true;
+    if (running) return force ? running.then(() => check()) : running;
+    running = once()
       .catch((err: Error) =>
         o.log.warn({ err: { message: err.message } }, 'revocations could not be replayed yet'),
       )

@@ -257,6 +257,23 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       const t = await topology();
       return [...t.values()].filter((v) => v.role === 'master').length === 3 ? true : undefined;
     });
+    // Every replica through its first full sync: a replica still loading its master's data is not eligible for
+    // promotion (it would not take over when its master is killed, and the cluster would stay down).
+    await until(
+      'every replica in sync with its master',
+      async () => {
+        for (const n of nodes) {
+          const info = await onNode(n.port, password, (r) => r.info('replication'));
+          if (
+            info.includes('role:slave') &&
+            !/master_link_status:up[\s\S]*master_sync_in_progress:0/.test(info)
+          )
+            return undefined;
+        }
+        return true;
+      },
+      60_000,
+    );
     const t = await topology();
     const ordered = [...nodes].sort(
       (a, b) => (t.get(a.port)!.role === 'master' ? 0 : 1) - (t.get(b.port)!.role === 'master' ? 0 : 1),
