@@ -19,7 +19,7 @@ import { ACCESS_TTL_SECONDS } from '../store/refresh-tokens.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { IAT_SQL, inTransaction, isBlockedSql, userLockShared } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
-import type { TrustedIssuer } from '../trusted-issuers/index.ts';
+import { MAX_ASSERTION_BYTES, type TrustedIssuer, trustedAssertion } from '../trusted-issuers/index.ts';
 
 // Enterprise-managed authorization (docs/idp.md § Enterprise-managed authorization): MCP's profile of the Identity
 // Assertion JWT Authorization Grant. A client the user signed in to through the enterprise IdP exchanges the ID
@@ -35,7 +35,6 @@ export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 /** An ID-JAG may expire at most this far ahead, and be at most this old (its jti is kept until it expires). */
 const MAX_LIFETIME_SECONDS = 3600;
 const CLOCK_TOLERANCE_SECONDS = 30;
-const MAX_ASSERTION_BYTES = 16_384;
 
 /** The single-use record of an ID-JAG's jti, per issuer (docs/reference.md § Redis keys). */
 export const idJagJtiKey = (issuer: string, jti: string) =>
@@ -71,18 +70,7 @@ async function verifyGrant(
   form: ReadonlyMap<string, string>,
   client: Client,
 ): Promise<VerifiedGrant> {
-  const assertion = form.get('assertion');
-  if (!assertion) throw new InvalidRequestError('assertion is missing');
-  if (assertion.length > MAX_ASSERTION_BYTES) throw new InvalidGrantError('assertion is too large');
-  let iss: unknown;
-  try {
-    iss = decodeJwt(assertion).iss;
-  } catch {
-    throw new InvalidGrantError('assertion is not a JWT');
-  }
-  const trusted = typeof iss === 'string' ? ctx.trustedIssuers?.find(iss) : undefined;
-  if (trusted?.kind !== 'id-jag')
-    throw new InvalidGrantError('assertion issuer is not a trusted id-jag issuer');
+  const { assertion, trusted } = trustedAssertion(ctx.trustedIssuers, form, 'id-jag');
   const issuer = ctx.config.issuer;
   let payload: Record<string, unknown>;
   try {

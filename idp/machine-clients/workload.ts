@@ -1,7 +1,8 @@
-import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { errors as joseErrors, jwtVerify } from 'jose';
 import { ASSERTION_ALGS } from '../client-auth/index.ts';
 import type { IdpContext } from '../context.ts';
-import { InvalidGrantError, InvalidRequestError } from '../errors.ts';
+import { InvalidGrantError } from '../errors.ts';
+import { trustedAssertion } from '../trusted-issuers/index.ts';
 
 // Workload assertions (RFC 7523 §2.1, grant_type jwt-bearer): a CI provider's or Kubernetes' OIDC token, from a
 // `workload` issuer of PLATFORM_TRUSTED_ISSUERS_FILE, stands for the machine client registered with that issuer
@@ -17,18 +18,7 @@ export async function workloadClient(
   ctx: IdpContext,
   form: ReadonlyMap<string, string>,
 ): Promise<{ clientId: string; issuer: string }> {
-  const assertion = form.get('assertion');
-  if (!assertion) throw new InvalidRequestError('assertion is missing');
-  if (assertion.length > 16_384) throw new InvalidGrantError('assertion is too large');
-  let iss: unknown;
-  try {
-    iss = decodeJwt(assertion).iss;
-  } catch {
-    throw new InvalidGrantError('assertion is not a JWT');
-  }
-  const trusted = typeof iss === 'string' ? ctx.trustedIssuers?.find(iss) : undefined;
-  if (trusted?.kind !== 'workload')
-    throw new InvalidGrantError('assertion issuer is not a trusted workload issuer');
+  const { assertion, trusted } = trustedAssertion(ctx.trustedIssuers, form, 'workload');
   const issuer = ctx.config.issuer;
   let payload: { sub?: string; jti?: unknown; exp?: number };
   try {

@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
-import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose';
+import { createRemoteJWKSet, decodeJwt, type JWTVerifyGetKey } from 'jose';
 import { isMap, isNode, isSeq, LineCounter, parseDocument } from 'yaml';
 import { z } from 'zod';
 import type { Logger } from '../../lib/logger.ts';
+import { InvalidGrantError, InvalidRequestError } from '../errors.ts';
 
 // PLATFORM_TRUSTED_ISSUERS_FILE (docs/idp.md § Trusted assertion issuers): the issuers whose signed assertions
 // the token endpoint accepts as grants — `workload` issuers (a CI provider's or Kubernetes' OIDC tokens, mapped
@@ -149,4 +150,30 @@ async function read(path: string): Promise<TrustedIssuer[]> {
     throw new TrustedIssuersError(`cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? err}`);
   }
   return parseTrustedIssuers(text);
+}
+
+/** The longest assertion the token endpoint reads (an ID-JAG or a workload token). */
+export const MAX_ASSERTION_BYTES = 16_384;
+
+/**
+ * The `assertion` of a jwt-bearer request and the trusted issuer of `kind` its `iss` names (the signature is not
+ * checked yet: the caller verifies it with that issuer's keys). Every refusal is an OAuth error.
+ */
+export function trustedAssertion(
+  issuers: TrustedIssuers | undefined,
+  form: ReadonlyMap<string, string>,
+  kind: TrustedIssuer['kind'],
+): { assertion: string; trusted: TrustedIssuer } {
+  const assertion = form.get('assertion');
+  if (!assertion) throw new InvalidRequestError('assertion is missing');
+  if (assertion.length > MAX_ASSERTION_BYTES) throw new InvalidGrantError('assertion is too large');
+  let iss: unknown;
+  try {
+    iss = decodeJwt(assertion).iss;
+  } catch {
+    throw new InvalidGrantError('assertion is not a JWT');
+  }
+  const trusted = typeof iss === 'string' ? issuers?.find(iss) : undefined;
+  if (trusted?.kind !== kind) throw new InvalidGrantError(`assertion issuer is not a trusted ${kind} issuer`);
+  return { assertion, trusted };
 }

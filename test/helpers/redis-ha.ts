@@ -6,8 +6,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { freePort } from './processes.ts';
+import { onRedis } from './throwaway-redis.ts';
 
 const run = promisify(execFile);
 
@@ -51,16 +52,8 @@ class Processes {
 }
 
 /** One command on a short-lived connection to 127.0.0.1:`port`. */
-export async function onNode<T>(port: number, password: string, fn: (r: Redis) => Promise<T>): Promise<T> {
-  const r = new Redis({ port, host: '127.0.0.1', password, lazyConnect: true, retryStrategy: () => null });
-  r.on('error', () => {});
-  try {
-    await r.connect();
-    return await fn(r);
-  } finally {
-    r.disconnect();
-  }
-}
+export const onNode = <T>(port: number, password: string, fn: (r: Redis) => Promise<T>): Promise<T> =>
+  onRedis(port, password, fn);
 
 async function until<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;

@@ -27,6 +27,22 @@ export interface ThrowawayRedisOptions {
   tls?: { certFile: string; keyFile: string; caFile: string };
 }
 
+/** One command on a short-lived connection to 127.0.0.1:`port` (as the `default` user, with `password` if any). */
+export async function onRedis<T>(
+  port: number,
+  password: string | undefined,
+  fn: (r: Redis) => Promise<T>,
+): Promise<T> {
+  const r = new Redis({ port, host: '127.0.0.1', password, lazyConnect: true, retryStrategy: () => null });
+  r.on('error', () => {});
+  try {
+    await r.connect();
+    return await fn(r);
+  } finally {
+    r.disconnect();
+  }
+}
+
 export async function startThrowawayRedis(o: ThrowawayRedisOptions = {}): Promise<ThrowawayRedis> {
   const port = await freePort();
   const tlsPort = o.tls ? await freePort() : undefined;
@@ -45,22 +61,7 @@ export async function startThrowawayRedis(o: ThrowawayRedisOptions = {}): Promis
     args.push('--tls-ca-cert-file', o.tls.caFile, '--tls-auth-clients', 'no');
   }
   let server: ChildProcess | undefined;
-  const run = async <T>(fn: (r: Redis) => Promise<T>): Promise<T> => {
-    const r = new Redis({
-      port,
-      host: '127.0.0.1',
-      password: o.password,
-      lazyConnect: true,
-      retryStrategy: () => null,
-    });
-    r.on('error', () => {});
-    try {
-      await r.connect();
-      return await fn(r);
-    } finally {
-      r.disconnect();
-    }
-  };
+  const run = <T>(fn: (r: Redis) => Promise<T>) => onRedis(port, o.password, fn);
   const start = async () => {
     const s = spawn('redis-server', args, { stdio: 'ignore' });
     server = s;

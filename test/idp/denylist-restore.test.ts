@@ -18,7 +18,7 @@ const log = createLogger({ name: 'test', level: 'silent' });
 
 let server: ThrowawayRedis;
 let redis: Redis;
-let restorer: ReturnType<typeof keepDenylistRestored> | undefined;
+let current: ReturnType<typeof keepDenylistRestored> | undefined;
 
 beforeEach(async () => {
   server = await startThrowawayRedis();
@@ -26,11 +26,28 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  restorer?.stop();
-  restorer = undefined;
+  current?.stop();
+  current = undefined;
   redis.disconnect();
   await server.stop();
 });
+
+/** A restorer on the test's Redis whose replay counts its calls (and runs `during`, if given, in each). */
+function startRestorer(during?: (n: number) => Promise<void>) {
+  const calls = { replays: 0 };
+  const restorer = keepDenylistRestored({
+    redis,
+    issuer: ISSUER,
+    replay: async () => {
+      calls.replays++;
+      await during?.(calls.replays);
+      return 0;
+    },
+    log,
+  });
+  current = restorer;
+  return { restorer, calls };
+}
 
 async function until(what: string, ok: () => boolean, ms = 5 * RESTORE_CHECK_MS): Promise<void> {
   const deadline = Date.now() + ms;
@@ -45,67 +62,41 @@ describe('the denylist restorer at a failover', () => {
     await redis.set(revocationsRestoredKey(ISSUER), 'replicated by the old master');
     // A replica of a master that is gone: reads work, writes answer READONLY.
     await redis.call('REPLICAOF', '127.0.0.1', String(await freePort()));
-    let replays = 0;
-    restorer = keepDenylistRestored({
-      redis,
-      issuer: ISSUER,
-      replay: async () => {
-        replays++;
-        return 0;
-      },
-      log,
-    });
+    const { restorer, calls } = startRestorer();
     await restorer.check(true);
-    expect(replays).toBe(0);
+    expect(calls.replays).toBe(0);
     expect(await redis.get(revocationsRestoredKey(ISSUER))).toBe('replicated by the old master');
 
     await redis.call('REPLICAOF', 'NO', 'ONE');
-    await until('the owed replay', () => replays > 0);
-    expect(replays).toBe(1);
+    await until('the owed replay', () => calls.replays > 0);
+    expect(calls.replays).toBe(1);
     // Owed once: made, then the marker governs again.
     await new Promise((r) => setTimeout(r, 2.5 * RESTORE_CHECK_MS));
-    expect(replays).toBe(1);
+    expect(calls.replays).toBe(1);
   });
 
   it('makes a replay forced while another check runs, after it', async () => {
     let release: () => void = () => {};
-    let replays = 0;
-    restorer = keepDenylistRestored({
-      redis,
-      issuer: ISSUER,
-      replay: async () => {
-        replays++;
-        if (replays === 1) await new Promise<void>((r) => (release = r));
-        return 0;
-      },
-      log,
+    const { restorer, calls } = startRestorer(async (n) => {
+      if (n === 1) await new Promise<void>((r) => (release = r));
     });
     // The marker is missing: the first check replays (and blocks here).
     const first = restorer.check();
-    await until('the first replay to start', () => replays === 1);
+    await until('the first replay to start', () => calls.replays === 1);
     // A failover now: what the first replay wrote may be lost with the master it wrote to.
     const forced = restorer.check(true);
     release();
     await Promise.all([first, forced]);
-    expect(replays).toBe(2);
+    expect(calls.replays).toBe(2);
   });
 
   it('replays when the marker is missing and not when it is there', async () => {
-    let replays = 0;
-    restorer = keepDenylistRestored({
-      redis,
-      issuer: ISSUER,
-      replay: async () => {
-        replays++;
-        return 0;
-      },
-      log,
-    });
+    const { restorer, calls } = startRestorer();
     await restorer.check();
-    expect(replays).toBe(1);
+    expect(calls.replays).toBe(1);
     await restorer.check();
-    expect(replays).toBe(1);
+    expect(calls.replays).toBe(1);
     await redis.flushall();
-    await until('the replay after the loss', () => replays === 2);
+    await until('the replay after the loss', () => calls.replays === 2);
   });
 });
