@@ -1,7 +1,6 @@
 // Shared by the tool-server tests: signed identity headers (what the gateway adds), a real MCP SDK client
 // that signs every request, an in-process server with captured logs, and a switchable TCP path to Postgres.
 import { randomUUID } from 'node:crypto';
-import net from 'node:net';
 import { Writable } from 'node:stream';
 import {
   type CallToolResult,
@@ -15,6 +14,7 @@ import { bodySha256, deriveIdentityKey, signIdentity } from '../../lib/identity.
 import { createLogger } from '../../lib/logger.ts';
 import { loadToolConfig, type ToolServerConfig } from '../../tools/config.ts';
 import { type RunningToolServer, startToolServer } from '../../tools/server.ts';
+import { startTcpRelay } from '../helpers/tcp-relay.ts';
 
 /** The gateway's master secret in these tests; a tool server gets only its own key (toolKey). */
 export const IDENTITY_SECRET = 'tools-test-identity-secret-0123456789abcdef';
@@ -204,42 +204,6 @@ export interface PostgresRelay {
 }
 
 export async function startPostgresRelay(targetUrl: string): Promise<PostgresRelay> {
-  const target = new URL(targetUrl);
-  const sockets = new Set<net.Socket>();
-  let server: net.Server | undefined;
-  let port = 0;
-  const open = () =>
-    new Promise<void>((resolve, reject) => {
-      if (server) return resolve();
-      const s = net.createServer((inbound) => {
-        const outbound = net.connect(Number(target.port || 5432), target.hostname);
-        for (const sock of [inbound, outbound]) {
-          sockets.add(sock);
-          sock.on('close', () => sockets.delete(sock));
-          sock.on('error', () => {
-            inbound.destroy();
-            outbound.destroy();
-          });
-        }
-        inbound.pipe(outbound).pipe(inbound);
-      });
-      s.once('error', reject);
-      s.listen(port, '127.0.0.1', () => {
-        port = (s.address() as net.AddressInfo).port;
-        server = s;
-        resolve();
-      });
-    });
-  const shut = () =>
-    new Promise<void>((resolve) => {
-      for (const s of sockets) s.destroy();
-      if (!server) return resolve();
-      server.close(() => resolve());
-      server = undefined;
-    });
-  await open();
-  const u = new URL(targetUrl);
-  u.hostname = '127.0.0.1';
-  u.port = String(port);
-  return { url: u.toString(), down: shut, up: open, close: shut };
+  const relay = await startTcpRelay(Number(new URL(targetUrl).port || 5432));
+  return { url: relay.urlFor(targetUrl), down: relay.down, up: relay.up, close: relay.down };
 }
