@@ -12,7 +12,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import { loadContainerSuiteConfig } from '../containers/config.ts';
-import { run } from '../containers/docker.ts';
+import { ensureEngine, run } from '../containers/docker.ts';
 import { buildImages, REPO_DIR } from '../containers/images.ts';
 import { type CallOutcome, callTool, proposal, summary } from '../containers/load.ts';
 import { seedUser } from '../helpers/database.ts';
@@ -30,8 +30,12 @@ let token = '';
 let platformImage = '';
 const secret = () => randomBytes(16).toString('hex');
 
-/** The stand-in images of the container suite on the shared engine; built by its recipe when one is missing. */
+/**
+ * The stand-in images of the container suite on the shared engine (started as the container suite starts it when
+ * it is silent: `make test-ha` may run without `make test` before it); built by its recipe when one is missing.
+ */
 async function images(): Promise<Record<'node' | 'postgres' | 'redis' | 'caddy', string>> {
+  await ensureEngine(loadContainerSuiteConfig());
   const find = async (name: string) =>
     (
       await run(DOCKER, [
