@@ -67,7 +67,29 @@ const badOutput = defineTool({
     return { count: 'many' } as unknown as { count: number; label: string };
   },
 });
-const TOOLS = [whoami, echo, refuse, crash, badOutput];
+// Declares an `Mcp-Param-Region` header (SEP-2243) the SDK checks against the argument: left to the SDK.
+const regional = defineTool({
+  name: 'regional',
+  title: 'Regional',
+  description: 'Takes a region mirrored in a header.',
+  input: z.object({ region: z.string().meta({ 'x-mcp-header': 'Region' }) }),
+  output: z.object({ region: z.string() }),
+  async run(args) {
+    return args;
+  },
+});
+// An asynchronous refinement: only the SDK's awaited validation can check it.
+const slowCheck = defineTool({
+  name: 'slow_check',
+  title: 'Slow check',
+  description: 'Arguments checked asynchronously.',
+  input: z.object({ code: z.string().refine(async (v) => v !== 'no', 'refused code') }),
+  output: z.object({ code: z.string() }),
+  async run(args) {
+    return args;
+  },
+});
+const TOOLS = [whoami, echo, refuse, crash, badOutput, regional, slowCheck];
 
 interface Kit {
   port: number;
@@ -300,6 +322,51 @@ const CASES: Case[] = [
     name: 'arguments not an object',
     body: call('echo', ['x']),
     headers: mcpHeaders('tools/call', 'echo'),
+    by: 'sdk',
+    status: 200,
+  },
+  {
+    name: 'a tool declaring an Mcp-Param header, the header missing',
+    body: call('regional', { region: 'eu' }),
+    headers: mcpHeaders('tools/call', 'regional'),
+    by: 'sdk',
+    status: 400,
+  },
+  {
+    name: 'a tool declaring an Mcp-Param header, the header given',
+    body: call('regional', { region: 'eu' }),
+    headers: { ...mcpHeaders('tools/call', 'regional'), 'mcp-param-region': 'eu' },
+    by: 'sdk',
+    status: 200,
+  },
+  {
+    name: 'arguments checked asynchronously',
+    body: call('slow_check', { code: 'yes' }),
+    headers: mcpHeaders('tools/call', 'slow_check'),
+    by: 'sdk',
+    status: 200,
+  },
+  {
+    name: 'not JSON content',
+    body: call('whoami', {}),
+    headers: { ...mcpHeaders('tools/call', 'whoami'), 'content-type': 'text/plain' },
+    by: 'sdk',
+    status: 415,
+  },
+  {
+    name: 'a member beside the JSON-RPC ones',
+    body: { ...call('whoami', {}), extra: true },
+    headers: mcpHeaders('tools/call', 'whoami'),
+    by: 'sdk',
+    status: 400,
+  },
+  {
+    name: 'a task parameter',
+    body: {
+      ...call('whoami', {}),
+      params: { name: 'whoami', arguments: {}, task: { ttl: 1000 }, _meta: envelope() },
+    },
+    headers: mcpHeaders('tools/call', 'whoami'),
     by: 'sdk',
     status: 200,
   },
