@@ -23,6 +23,8 @@ interface Exchange {
   req: IncomingMessage;
   res: ServerResponse;
   log: Logger;
+  /** Added to the request's log line. */
+  logged: { mcp?: 'fast' | 'sdk' };
 }
 
 type Endpoint = (x: Exchange) => Promise<void>;
@@ -45,7 +47,7 @@ const health: Endpoint = async ({ res }) => {
  * The MCP endpoint reads as its steps: host guard, caller from the signed headers, provisioning, MCP.
  */
 export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
-  const mcp: Endpoint = async ({ req, res, log: reqLog }) => {
+  const mcp: Endpoint = async ({ req, res, log: reqLog, logged }) => {
     parts.hostGuard.check(req);
     const { identity, body } = await readAuthenticatedRequest(req, {
       key: parts.identityKey,
@@ -53,7 +55,7 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       bodyLimit: MCP_BODY_LIMIT,
     });
     const provisioning = await parts.provisioning(identity, reqLog);
-    await parts.mcp.handle(req, res, { identity, provisioning }, body);
+    logged.mcp = await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
@@ -69,9 +71,16 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     const started = performance.now();
     res.setHeader('x-request-id', id);
     const path = (req.url ?? '/').split('?')[0]!;
+    const logged: Exchange['logged'] = {};
     res.once('close', () => {
       reqLog.info(
-        { method: req.method, path, status: res.statusCode, ms: Math.round(performance.now() - started) },
+        {
+          method: req.method,
+          path,
+          status: res.statusCode,
+          ms: Math.round(performance.now() - started),
+          ...logged,
+        },
         'request',
       );
     });
@@ -80,7 +89,7 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       if (!entry) throw new NotFoundError(path);
       const endpoint = req.method ? entry[req.method] : undefined;
       if (!endpoint) throw new MethodNotAllowedError(Object.keys(entry));
-      await endpoint({ req, res, log: reqLog });
+      await endpoint({ req, res, log: reqLog, logged });
     };
     run().catch((err: unknown) => respondError(res, err, reqLog, id, path));
   };

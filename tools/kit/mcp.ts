@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { type CacheHint, createMcpHandler, McpServer } from '@modelcontextprotocol/server';
 import type { Logger } from '../../lib/logger.ts';
+import { createFastPath } from './fast-path.ts';
 import type { ToolMonitors } from './monitors.ts';
 import { type AnyTool, type CallerInfo, callerAuthInfo, registerTools } from './tool.ts';
 
@@ -13,12 +14,21 @@ import { type AnyTool, type CallerInfo, callerAuthInfo, registerTools } from './
  * - 2025-11-25 / 2025-06-18 clients run their `initialize` handshake, answered without an `Mcp-Session-Id`
  *   (the SDK's stateless legacy serving); their later requests need no session either. GET (standalone event
  *   stream) and DELETE (session end) answer 405, which those clients accept from a server without sessions.
- * Every request builds a fresh McpServer for its own caller and keeps nothing afterwards, so any replica
- * answers any request.
+ * Every request the SDK serves builds a fresh McpServer for its own caller and keeps nothing afterwards, so any
+ * replica answers any request. The 2026-07-28 `tools/call` and `tools/list` of a modern connector are answered
+ * by the kit's fast path instead (fast-path.ts: the same answers, without a server per request).
  */
 export interface McpEndpoint {
-  /** `body` is the request's JSON, already read (the identity check needs the bytes first); undefined on GET. */
-  handle(req: IncomingMessage, res: ServerResponse, caller: CallerInfo, body: unknown): Promise<void>;
+  /**
+   * `body` is the request's JSON, already read (the identity check needs the bytes first); undefined on GET.
+   * Resolves with who answered: the kit's fast path or the SDK.
+   */
+  handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    caller: CallerInfo,
+    body: unknown,
+  ): Promise<'fast' | 'sdk'>;
   close(): Promise<void>;
 }
 
@@ -30,6 +40,8 @@ export interface McpEndpointOptions {
   log: Logger;
   /** Told about degraded calls (the 24-hour monitors). */
   monitors?: ToolMonitors;
+  /** false: the SDK answers every request (the fast path's test compares the two); default true. */
+  fastPath?: boolean;
 }
 
 /**
@@ -59,9 +71,16 @@ export function createMcpEndpoint(opts: McpEndpointOptions): McpEndpoint {
     onerror: (err) => log.error({ err }, 'MCP handler failed'),
   });
 
+  const fast =
+    opts.fastPath === false
+      ? undefined
+      : createFastPath({ tools: opts.tools, log, monitors: opts.monitors, sdk: (r) => handler.fetch(r) });
+
   return {
     async handle(req, res, caller, body) {
+      if (fast && (await fast.serve(req, res, caller, body))) return 'fast';
       await node(Object.assign(req, { auth: callerAuthInfo(caller) }), res, body);
+      return 'sdk';
     },
     close: () => handler.close(),
   };

@@ -64,6 +64,38 @@ function callerOf(authInfo: AuthInfo | undefined): CallerInfo {
   return caller;
 }
 
+/**
+ * One call of one tool, already validated: the caller check, the run and the error mapping, and the `tool call`
+ * log line. Both the SDK's handler (registerTools) and the kit's fast path (fast-path.ts) call tools through it.
+ */
+export async function runTool(
+  tool: AnyTool,
+  args: unknown,
+  caller: CallerInfo,
+  signal: AbortSignal,
+  log: Logger,
+  monitors?: ToolMonitors,
+): Promise<CallToolResult> {
+  const { identity, provisioning } = caller;
+  const callLog = log.child({ reqId: identity.requestId, tool: tool.name, caller: identity.email });
+  const started = performance.now();
+  let result: CallToolResult;
+  try {
+    if (provisioning !== 'verified') {
+      throw new DependencyUnavailableError(
+        'database',
+        'the user directory is unavailable, so the caller cannot be verified; nothing was done, retry shortly',
+      );
+    }
+    const out = await tool.run(args, { identity, requestId: identity.requestId, log: callLog, signal });
+    result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
+  } catch (err) {
+    result = toolErrorResult(err, callLog, monitors);
+  }
+  callLog.info({ ms: Math.round(performance.now() - started), ok: !result.isError }, 'tool call');
+  return result;
+}
+
 /** Registers the tools on one request's server, each wrapped with the caller check and the error mapping. */
 export function registerTools(
   server: McpServer,
@@ -81,31 +113,8 @@ export function registerTools(
         outputSchema: tool.output,
         annotations: tool.annotations,
       },
-      async (args: unknown, ctx: ServerContext): Promise<CallToolResult> => {
-        const { identity, provisioning } = callerOf(ctx.http?.authInfo);
-        const callLog = log.child({ reqId: identity.requestId, tool: tool.name, caller: identity.email });
-        const started = performance.now();
-        let result: CallToolResult;
-        try {
-          if (provisioning !== 'verified') {
-            throw new DependencyUnavailableError(
-              'database',
-              'the user directory is unavailable, so the caller cannot be verified; nothing was done, retry shortly',
-            );
-          }
-          const out = await tool.run(args, {
-            identity,
-            requestId: identity.requestId,
-            log: callLog,
-            signal: ctx.mcpReq.signal,
-          });
-          result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
-        } catch (err) {
-          result = toolErrorResult(err, callLog, monitors);
-        }
-        callLog.info({ ms: Math.round(performance.now() - started), ok: !result.isError }, 'tool call');
-        return result;
-      },
+      async (args: unknown, ctx: ServerContext): Promise<CallToolResult> =>
+        runTool(tool, args, callerOf(ctx.http?.authInfo), ctx.mcpReq.signal, log, monitors),
     );
   }
 }
