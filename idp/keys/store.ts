@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from '../../lib/db.ts';
+import { inTransaction } from '../store/transaction.ts';
 import type { PublicJwk } from '../tokens/keys.ts';
 
 /** A row of platform.rotating_keys (migration 120); times in ms since the epoch. */
@@ -69,29 +70,18 @@ export function createRotatingKeyStore(pool: Pool) {
      * Runs `fn` holding the rotation lock, on the rows as they are once it is held. `wait: false` gives up at
      * once (undefined) when another replica holds it: the periodic check simply runs again later.
      */
-    async locked<T>(wait: boolean, fn: (tx: TxKeys) => Promise<T>): Promise<T | undefined> {
-      const client = await pool.connect();
-      try {
-        await client.query('BEGIN');
+    locked<T>(wait: boolean, fn: (tx: TxKeys) => Promise<T>): Promise<T | undefined> {
+      return inTransaction(pool, async (client) => {
         if (wait) await client.query(`SELECT ${ROTATION_LOCK}`);
         else {
           const { rows } = await client.query<{ ok: boolean }>(
             `SELECT pg_try_advisory_xact_lock(1347636044, 1) AS ok`,
           );
-          if (!rows[0]?.ok) {
-            await client.query('ROLLBACK');
-            return undefined;
-          }
+          // Nothing was done: the empty transaction ends.
+          if (!rows[0]?.ok) return undefined;
         }
-        const out = await fn(txKeys(client, await read(client)));
-        await client.query('COMMIT');
-        return out;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
+        return fn(txKeys(client, await read(client)));
+      });
     },
   };
 }
