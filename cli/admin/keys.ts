@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import type { RotationOutcome } from '../../idp/keys/ring.ts';
 import type { AdminCommandKit } from './api.ts';
 import { table } from './format.ts';
 
@@ -7,14 +8,8 @@ interface Flags {
   emergency?: boolean;
 }
 
-interface RotateAnswer {
-  kid: string;
-  created: boolean;
-  emergency: boolean;
-  publish_at: string;
-  activate_at: string;
-  withdrawn: string[];
-}
+/** The API's answer to a rotation. */
+type RotateAnswer = RotationOutcome;
 
 /** `keys` lists the IdP's signing keys; `keys rotate [--emergency]` starts a rotation (docs/admin.md § Signing keys). */
 export function registerKeyCommands({ command, act, io }: AdminCommandKit<Flags>): void {
