@@ -8,9 +8,6 @@ interface Flags {
   emergency?: boolean;
 }
 
-/** The API's answer to a rotation. */
-type RotateAnswer = RotationOutcome;
-
 /** `keys` lists the IdP's signing keys; `keys rotate [--emergency]` starts a rotation (docs/admin.md § Signing keys). */
 export function registerKeyCommands({ command, act, io }: AdminCommandKit<Flags>): void {
   const keys = command('keys', "the IdP's signing keys: which one signs, which are published, and since when")
@@ -46,7 +43,7 @@ export function registerKeyCommands({ command, act, io }: AdminCommandKit<Flags>
     // --issuer and --token are the `keys` command's: read with the subcommand's own options.
     .action((_flags: Flags, cmd: Command) => rotate(cmd.optsWithGlobals<Flags>()));
   const rotate = act(async (api, flags) => {
-    const r = await api.json<RotateAnswer>('POST', 'keys/rotate', {
+    const r = await api.json<RotationOutcome>('POST', 'keys/rotate', {
       body: { emergency: Boolean(flags.emergency) },
     });
     if (flags.json) return io.out(JSON.stringify(r, null, 2));
