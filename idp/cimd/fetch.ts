@@ -178,3 +178,23 @@ function describe(err: unknown, signal: AbortSignal): string {
   const e = err as { code?: string; message?: string };
   return e?.code ?? e?.message ?? 'error';
 }
+
+/** A document is kept no longer than this, whatever its Cache-Control says. */
+export const MAX_CACHE_SECONDS = 24 * 3600;
+/** A document without Cache-Control (or without max-age) is kept this long. */
+export const DEFAULT_CACHE_SECONDS = 300;
+
+/** Seconds the document may be kept: no-store / no-cache → 0; max-age → at most 24 h; absent → 5 min. */
+export function cacheSeconds(cacheControl: string | undefined): number {
+  if (!cacheControl) return DEFAULT_CACHE_SECONDS;
+  const directives = cacheControl
+    .toLowerCase()
+    .split(',')
+    .map((d) => d.trim());
+  if (directives.some((d) => d === 'no-store' || d === 'no-cache' || d === 'private')) return 0;
+  const maxAge = directives.find((d) => d.startsWith('max-age='));
+  if (!maxAge) return DEFAULT_CACHE_SECONDS;
+  const n = Number(maxAge.slice('max-age='.length).replace(/"/g, ''));
+  if (!Number.isFinite(n) || n < 0) return 0;
+  return Math.min(Math.floor(n), MAX_CACHE_SECONDS);
+}

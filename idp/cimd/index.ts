@@ -1,30 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import type { RateLimiter } from '../rate-limit.ts';
-import { createMetadataFetcher, type FetchPolicy } from './fetch.ts';
+import { cacheSeconds, createMetadataFetcher, type FetchPolicy } from './fetch.ts';
 import { type MetadataClient, parseClientIdUrl, validateMetadata } from './metadata.ts';
 
 export { isMetadataClientId, type MetadataClient, parseClientIdUrl } from './metadata.ts';
 
-/** A document is kept no longer than this, whatever its Cache-Control says. */
-export const MAX_CACHE_SECONDS = 24 * 3600;
-/** A document without Cache-Control (or without max-age) is kept this long. */
-export const DEFAULT_CACHE_SECONDS = 300;
 const MAX_ENTRIES = 1000;
-
-/** Seconds the document may be kept: no-store / no-cache → 0; max-age → at most 24 h; absent → 5 min. */
-export function cacheSeconds(cacheControl: string | undefined): number {
-  if (!cacheControl) return DEFAULT_CACHE_SECONDS;
-  const directives = cacheControl
-    .toLowerCase()
-    .split(',')
-    .map((d) => d.trim());
-  if (directives.some((d) => d === 'no-store' || d === 'no-cache' || d === 'private')) return 0;
-  const maxAge = directives.find((d) => d.startsWith('max-age='));
-  if (!maxAge) return DEFAULT_CACHE_SECONDS;
-  const n = Number(maxAge.slice('max-age='.length).replace(/"/g, ''));
-  if (!Number.isFinite(n) || n < 0) return 0;
-  return Math.min(Math.floor(n), MAX_CACHE_SECONDS);
-}
 
 /**
  * Called before each network fetch of a document (not for a cache hit or a fetch already in flight); throwing

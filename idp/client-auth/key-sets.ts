@@ -1,6 +1,5 @@
 import { createLocalJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
-import { createMetadataFetcher, type FetchPolicy } from '../cimd/fetch.ts';
-import { cacheSeconds } from '../cimd/index.ts';
+import { cacheSeconds, createMetadataFetcher, type FetchPolicy } from '../cimd/fetch.ts';
 import { InvalidClientError } from '../errors.ts';
 
 /** A key set document may be larger than a metadata document (several RSA keys). */
