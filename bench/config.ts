@@ -20,6 +20,8 @@ export interface IdpBenchConfig {
    * ahead 4 s, lifetime 6 s), so keys rotate during the measurement; `off` (default): a static key.
    */
   keyRotation: 'off' | 'auto';
+  /** BENCH_IDP_BIN: the bin/platform.js to run (default this checkout's; another's to measure a baseline). */
+  idpBin: string | undefined;
 }
 
 function positive(env: Env, name: string, fallback: number): number {
@@ -42,6 +44,7 @@ export function loadIdpBenchConfig(env: Env): IdpBenchConfig {
     idpNodeOptions: env.BENCH_IDP_NODE_OPTIONS || undefined,
     path: env.PATH,
     keyRotation: oneOf(env, 'BENCH_KEY_ROTATION', ['off', 'auto'] as const, 'off'),
+    idpBin: env.BENCH_IDP_BIN || undefined,
   });
 }
 
@@ -61,6 +64,11 @@ export interface GatewayBenchConfig {
   gatewayNodeOptions: string | undefined;
   /** BENCH_HAPROXY: the reference proxy's binary (default: `haproxy` on PATH, then /usr/sbin), or `off`. */
   haproxy: string | undefined;
+  /**
+   * BENCH_GATEWAY_BASELINE: another checkout's bin/platform.js (e.g. the main branch's), measured in the same
+   * run beside this one (with and without the policy), so a change is compared under the same machine load.
+   */
+  baseline: string | undefined;
   /** The environment the benchmark's own child processes (upstream, load generator) inherit. */
   childEnv: Env;
 }
@@ -78,6 +86,7 @@ export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
     loadgen,
     gatewayNodeOptions: env.BENCH_GATEWAY_NODE_OPTIONS || undefined,
     haproxy: env.BENCH_HAPROXY || undefined,
+    baseline: env.BENCH_GATEWAY_BASELINE || undefined,
     childEnv: env,
   });
 }

@@ -17,7 +17,8 @@
 // alternate, so a change in the shared machine's load hits all of them alike), BENCH_CONNECTIONS (default 50),
 // REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon`),
 // BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof), BENCH_HAPROXY (the
-// references' binary, or `off`).
+// references' binary, or `off`), BENCH_GATEWAY_BASELINE (another checkout's bin/platform.js, measured beside
+// this one with and without the policy: before/after in one run).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
@@ -126,9 +127,9 @@ async function orchestrate(): Promise<void> {
     const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
 
     /** A `platform gateway` before the upstream, pinned beside it; `extra` adds to its environment. */
-    const startGateway = async (extra: Record<string, string> = {}) => {
+    const startGateway = async (extra: Record<string, string> = {}, bin = PLATFORM_BIN) => {
       const port = await freePort();
-      const child = spawnNode(0, [PLATFORM_BIN, 'gateway'], {
+      const child = spawnNode(0, [bin, 'gateway'], {
         PATH: config.childEnv.PATH,
         GATEWAY_PORT: String(port),
         PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
@@ -199,6 +200,18 @@ async function orchestrate(): Promise<void> {
         targets.push(target);
         references.push({ label, target });
       }
+    }
+
+    // A baseline build (BENCH_GATEWAY_BASELINE) beside this one, with and without the same policy.
+    const baselines: Target[] = [];
+    if (config.baseline) {
+      const base = await startGateway({}, config.baseline);
+      const basePolicy = await startGateway({ GATEWAY_POLICY_FILE: policyFile }, config.baseline);
+      baselines.push(
+        { name: 'baseline: gateway', url: base.url, proxy: base.child, runs: [] },
+        { name: 'baseline: + 50-rule policy', url: basePolicy.url, proxy: basePolicy.child, runs: [] },
+      );
+      targets.push(...baselines);
     }
 
     // One request per token first through each proxy (key-set fetch, token cache), then a short warm-up of
@@ -291,6 +304,15 @@ async function orchestrate(): Promise<void> {
           )}; gateway / HAProxy (${label}): ${(through.requestsPerSecond / r.requestsPerSecond).toFixed(3)}×`,
         ];
       }),
+      ...(baselines.length === 2
+        ? (() => {
+            const [b, bp] = baselines.map((t) => combine(t.runs)) as [Measured, Measured];
+            return [
+              `baseline (${config.baseline}): gateway CPU ${b.cpuUsPerRequest[1]!.toFixed(1)} µs/request, with the policy ${bp.cpuUsPerRequest[1]!.toFixed(1)} (+${(bp.cpuUsPerRequest[1]! - b.cpuUsPerRequest[1]!).toFixed(1)}); this build: ${through.cpuUsPerRequest[1]!.toFixed(1)}, with the policy ${policed.cpuUsPerRequest[1]!.toFixed(1)} (+${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)})`,
+              `baseline req/s: policy / without ${(bp.requestsPerSecond / b.requestsPerSecond).toFixed(3)}×; this build / baseline: gateway ${(through.requestsPerSecond / b.requestsPerSecond).toFixed(3)}×, with the policy ${(policed.requestsPerSecond / bp.requestsPerSecond).toFixed(3)}×`,
+            ];
+          })()
+        : []),
       ...(references.length > 0
         ? []
         : [

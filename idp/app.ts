@@ -42,7 +42,14 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
   const table = routes(ctx.config);
   return (req, res) => {
     const id = requestId(req);
-    const reqLog = log.child({ reqId: id });
+    // The request's logger (its lines carry reqId) is made when a line other than the access line needs it: most
+    // requests log only that line, written below with reqId as a field (the same JSON line), so a child logger
+    // per request was mostly built and dropped.
+    let child: Logger | undefined;
+    const reqLog = (): Logger => {
+      child ??= log.child({ reqId: id });
+      return child;
+    };
     const started = process.hrtime.bigint();
     res.setHeader('x-request-id', id);
     let url: URL;
@@ -52,8 +59,9 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
       return sendJson(res, 400, { error: 'invalid_request', error_description: 'malformed request target' });
     }
     res.once('finish', () => {
-      reqLog.info(
+      (child ?? log).info(
         {
+          ...(child ? {} : { reqId: id }),
           method: req.method,
           path: url.pathname,
           status: res.statusCode,
@@ -71,9 +79,17 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
       if (!entry) throw new NotFoundError(`no route ${url.pathname}`);
       const endpoint = req.method ? entry[req.method] : undefined;
       if (!endpoint) throw new MethodNotAllowedError(Object.keys(entry).join(', '));
-      await endpoint(ctx, { req, res, url, log: reqLog, requestId: id });
+      await endpoint(ctx, {
+        req,
+        res,
+        url,
+        get log() {
+          return reqLog();
+        },
+        requestId: id,
+      });
     };
-    run().catch((err: unknown) => respondError(res, err, reqLog));
+    run().catch((err: unknown) => respondError(res, err, reqLog()));
   };
 }
 

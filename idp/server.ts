@@ -142,6 +142,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     const refreshTokens = createRefreshTokenStore(pool, {
       usersTable: idType ? { name: ident(config.authjs.usersTable), idType } : undefined,
       retrySeconds: config.refreshRetrySeconds,
+      // Without PLATFORM_ROLES_SQL the entity grants are matched by email alone: read in the rotation itself.
+      entityGrantsByEmail: config.rolesSql === undefined,
     });
     const revocation = createRevocationService({
       pool,

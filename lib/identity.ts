@@ -1,4 +1,4 @@
-import { createHash, createHmac, hash, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, hash, type KeyObject, timingSafeEqual } from 'node:crypto';
 
 // The gateway vouches for the caller to a tool server with these headers (docs/security.md, docs/gateway.md).
 // Signature v2: `x-platform-identity: t=<unix s>,v2=<hex HMAC-SHA256>` over the newline-joined lines
@@ -75,11 +75,34 @@ export function bodySha256(body: Uint8Array | null | undefined): string {
   return hash('sha256', body, 'hex');
 }
 
+/**
+ * The HMAC key as a KeyObject, made once per identity key (exported for the tests) (a service's key is the same string on every request):
+ * createHmac with a raw string key imports it again on every call. Keyed by the string, bounded (keys are per
+ * service; a process holds a handful).
+ */
+const hmacKeys = new Map<string, KeyObject>();
+const HMAC_KEYS_HELD = 64;
+
+export function hmacKey(key: string): KeyObject {
+  let k = hmacKeys.get(key);
+  if (k === undefined) {
+    if (hmacKeys.size >= HMAC_KEYS_HELD) hmacKeys.clear();
+    // createHmac(…, string) uses the string's UTF-8 bytes: the same key.
+    k = createSecretKey(Buffer.from(key, 'utf8'));
+    hmacKeys.set(key, k);
+  }
+  return k;
+}
+
+/** The v3 line of a token without `ent` (most requests): hashed once. */
+const EMPTY_ENTITLEMENTS_SHA256 = hash('sha256', '', 'hex');
+
 function mac(key: string, t: number, r: SignedRequest, id: Identity): string {
   const v3 = id.entitlements !== undefined;
   const lines = `${v3 ? 'v3' : 'v2'}\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`;
-  return createHmac('sha256', key)
-    .update(v3 ? `${lines}\n${hash('sha256', id.entitlements!, 'hex')}` : lines)
+  const ent = id.entitlements;
+  return createHmac('sha256', hmacKey(key))
+    .update(v3 ? `${lines}\n${ent === '' ? EMPTY_ENTITLEMENTS_SHA256 : hash('sha256', ent!, 'hex')}` : lines)
     .digest('hex');
 }
 

@@ -33,7 +33,6 @@ interface ServiceIndex {
 }
 
 const TOOLS_CALL = 'tools/call';
-const MEMO_PER_CALLER = 64;
 const ANY = Symbol('any');
 type Key = string | typeof ANY;
 
@@ -71,9 +70,11 @@ export function compilePolicy(rules: readonly Rule[], services: readonly string[
     index.set(service, { methods, otherMethod: methodIndex(ANY) });
   }
   // Decisions remembered per caller object: the gateway's verified-token cache hands the same object to every
-  // request of one token, so its next request to the same tool is one look-up. A new policy (reload) starts
-  // with an empty memo; a caller's memo is bounded, so made-up tool names cannot grow it without end.
-  const memo = new WeakMap<Caller, Map<string, CompiledRule | null>>();
+  // request of one token, so its next request to the same tool is one look-up. The memo is keyed by the
+  // candidate list itself (one frozen array per (service, method, tool) the rules resolve to): no key string is
+  // built per request, and made-up tool names all share their method's `otherTool` list, so a caller's memo is
+  // bounded by the lists compiled here. A new policy (reload) starts with an empty memo.
+  const memo = new WeakMap<Caller, Map<readonly CompiledRule[], CompiledRule | null>>();
   const walk = (candidates: readonly CompiledRule[], caller: Caller): CompiledRule | undefined => {
     for (let i = 0; i < candidates.length; i++) {
       const r = candidates[i]!;
@@ -89,16 +90,15 @@ export function compilePolicy(rules: readonly Rule[], services: readonly string[
       const m = (method !== undefined ? s.methods.get(method) : undefined) ?? s.otherMethod;
       const candidates = (tool !== undefined ? m.tools.get(tool) : undefined) ?? m.otherTool;
       if (candidates.length <= 1) return walk(candidates, caller);
-      const key = `${service}\n${method}\n${tool}`;
       let decisions = memo.get(caller);
-      const known = decisions?.get(key);
+      const known = decisions?.get(candidates);
       if (known !== undefined) return known ?? undefined;
       const rule = walk(candidates, caller);
       if (decisions === undefined) {
         decisions = new Map();
         memo.set(caller, decisions);
       }
-      if (decisions.size < MEMO_PER_CALLER) decisions.set(key, rule ?? null);
+      decisions.set(candidates, rule ?? null);
       return rule;
     },
   };

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from '../../lib/db.ts';
+import type { EntityPermission } from '../entity-grants/entity-grants.ts';
 import { IAT_SQL, inTransaction, isBlockedSql, type Queryable } from './transaction.ts';
 
 /** How long an access token lives (its `exp` is `iat` + this). */
@@ -45,7 +46,17 @@ export interface NewToken {
 
 /** `iat` is the database clock at the start of the rotating transaction (docs/idp.md § Revocation). */
 export type RotateOutcome =
-  | { kind: 'rotated'; grant: Grant; iat: number }
+  | {
+      kind: 'rotated';
+      grant: Grant;
+      iat: number;
+      /**
+       * The user's entity-grant rows (by the grant's email, read FOR SHARE in the rotating statement), when the
+       * store reads them there (RefreshStoreOptions.entityGrantsByEmail, no transaction of the caller's, the
+       * fast path, an email that lowercases to itself); undefined: the caller reads them.
+       */
+      entRows?: ReadonlyArray<{ entity: string; permission: EntityPermission }>;
+    }
   | { kind: 'invalid'; reason: string }
   /** The asked scope holds one the grant lacks; nothing rotated. `grantScope`: the grant's, to narrow to. */
   | { kind: 'scope_exceeded'; grantScope: string }
@@ -119,6 +130,11 @@ export interface RefreshStoreOptions {
   usersTable?: { name: string; idType: string };
   /** PLATFORM_REFRESH_RETRY_SECONDS: a whole number of seconds (validated by idp/config.ts). */
   retrySeconds: number;
+  /**
+   * The entity grants are matched by email only (no PLATFORM_ROLES_SQL): a rotation outside a transaction also
+   * reads the user's grant rows (FOR SHARE) in its one statement, saving the token endpoint a round trip.
+   */
+  entityGrantsByEmail?: boolean;
 }
 
 export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): RefreshTokenStore {
@@ -174,6 +190,19 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
     ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})
     SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
            (SELECT dpop_jkt FROM fam) AS dpop_jkt FROM old`;
+  // The same, and the user's entity grants (idp/entity-grants: \`email = $1\` FOR SHARE) by the email the rotation
+  // returns, read and locked inside the rotating statement (as the managed path reads them inside its
+  // transaction): an ungrant's DELETE waits for this statement, and its cut-off search then finds its audit row.
+  const fastRotateWithEnt = fastRotate.replace(
+    /\n {4}SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, /,
+    `, ent AS (
+      SELECT g.entity, g.permission FROM platform.entity_grants g, old WHERE g.email = old.email FOR SHARE OF g
+    )
+    SELECT (SELECT json_agg(json_build_array(entity, permission)) FROM ent) AS ent_rows,
+           family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, `,
+  );
+  if (fastRotateWithEnt === fastRotate) throw new Error('refresh_rotate_ent: the rotation statement changed');
+  const entityGrantsByEmail = opts.entityGrantsByEmail === true;
 
   return {
     async issue(tx, g, t, i) {
@@ -221,13 +250,25 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
         clientId,
         i.dpopJkt ?? null,
       ];
-      const fast = await (tx ?? pool).query<GrantRow & { iat: string }>({
-        name: 'refresh_rotate',
-        text: fastRotate,
-        values,
-      });
+      const withEnt = entityGrantsByEmail && tx === undefined;
+      const fast = await (tx ?? pool).query<
+        GrantRow & { iat: string; ent_rows?: Array<[string, EntityPermission]> | null }
+      >(
+        withEnt
+          ? { name: 'refresh_rotate_ent', text: fastRotateWithEnt, values }
+          : { name: 'refresh_rotate', text: fastRotate, values },
+      );
       const row = fast.rows[0];
-      if (row) return { kind: 'rotated', grant: toGrant(row), iat: Number(row.iat) };
+      if (row) {
+        const grant = toGrant(row);
+        const out: RotateOutcome = { kind: 'rotated', grant, iat: Number(row.iat) };
+        // The separate read matches \`email = lower(email)\` computed in JavaScript; the statement matched the
+        // email as it is, the same rows only when lowercasing leaves it unchanged (else the caller reads them).
+        if (withEnt && grant.email === grant.email.toLowerCase()) {
+          out.entRows = (row.ent_rows ?? []).map(([entity, permission]) => ({ entity, permission }));
+        }
+        return out;
+      }
       return tx
         ? rotateSlow(tx, values, clientId)
         : inTransaction(pool, (c) => rotateSlow(c, values, clientId));

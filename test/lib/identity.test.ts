@@ -1,8 +1,9 @@
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, KeyObject } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   bodySha256,
   deriveIdentityKey,
+  hmacKey,
   type Identity,
   IdentityError,
   type SignedRequest,
@@ -184,5 +185,18 @@ describe('signature v3: the forwarded entitlements', () => {
     expect(headers['x-platform-identity']).toMatch(/^t=\d+,v2=/);
     const id = verifyIdentity(key, SIGNED, { ...headers, 'x-platform-entitlements': ENT }, now);
     expect(id.entitlements).toBeUndefined();
+  });
+});
+
+describe('the HMAC key', () => {
+  it("is one KeyObject per identity key, made once, holding the key string's UTF-8 bytes", () => {
+    const key = deriveIdentityKey(SECRET, 'deals');
+    const k = hmacKey(key);
+    expect(k).toBeInstanceOf(KeyObject);
+    expect(hmacKey(key)).toBe(k);
+    expect(hmacKey(deriveIdentityKey(SECRET, 'mail'))).not.toBe(k);
+    expect(createHmac('sha256', k).update('x').digest('hex')).toBe(
+      createHmac('sha256', key).update('x').digest('hex'),
+    );
   });
 });
