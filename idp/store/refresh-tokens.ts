@@ -168,7 +168,11 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
       FROM platform.refresh_families f
      WHERE f.id = (SELECT t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = $1)
        FOR ${mode} OF f`;
-  const fastRotate = `
+  // The rotating statement's common table expressions, then what it returns: the grant, or (fastRotateWithEnt)
+  // the grant and the user's entity grants (idp/entity-grants: `email = $1` FOR SHARE) by the email the rotation
+  // returns, read and locked inside the rotating statement (as the managed path reads them inside its
+  // transaction): an ungrant's DELETE waits for this statement, and its cut-off search then finds its audit row.
+  const rotateCtes = `
     WITH fam AS (${familyLocked('SHARE')}),
     old AS (
       UPDATE platform.refresh_tokens r
@@ -187,21 +191,15 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
               rotated_from)
       SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
              now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
-    ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})
-    SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
+    ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})`;
+  const rotated = `family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
            (SELECT dpop_jkt FROM fam) AS dpop_jkt FROM old`;
-  // The same, and the user's entity grants (idp/entity-grants: \`email = $1\` FOR SHARE) by the email the rotation
-  // returns, read and locked inside the rotating statement (as the managed path reads them inside its
-  // transaction): an ungrant's DELETE waits for this statement, and its cut-off search then finds its audit row.
-  const fastRotateWithEnt = fastRotate.replace(
-    /\n {4}SELECT family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, /,
-    `, ent AS (
+  const fastRotate = `${rotateCtes}
+    SELECT ${rotated}`;
+  const fastRotateWithEnt = `${rotateCtes}, ent AS (
       SELECT g.entity, g.permission FROM platform.entity_grants g, old WHERE g.email = old.email FOR SHARE OF g
     )
-    SELECT (SELECT json_agg(json_build_array(entity, permission)) FROM ent) AS ent_rows,
-           family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, `,
-  );
-  if (fastRotateWithEnt === fastRotate) throw new Error('refresh_rotate_ent: the rotation statement changed');
+    SELECT (SELECT json_agg(json_build_array(entity, permission)) FROM ent) AS ent_rows, ${rotated}`;
   const entityGrantsByEmail = opts.entityGrantsByEmail === true;
 
   return {
