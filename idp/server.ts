@@ -20,7 +20,7 @@ import { createEntitlements } from './entitlements/entitlements.ts';
 import { createRoleSource } from './entitlements/roles.ts';
 import { createEntityGrants } from './entity-grants/entity-grants.ts';
 import { deriveKey } from './keys/crypto.ts';
-import { createKeyRing, type KeyRing } from './keys/ring.ts';
+import { createKeyRing, type KeyRing } from './keys/index.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
