@@ -11,6 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hashRefreshToken } from '../../idp/endpoints/token-response.ts';
 import { call, errorOf } from '../gateway/helpers.ts';
+import { callAdminApi } from '../helpers/admin-api.ts';
 import { registerClient, startCallbackServer } from '../helpers/clients.ts';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
 import { jktOf, newDpopKey, postFormWithProof, type TestDpopKey } from '../helpers/dpop-client.ts';
@@ -130,8 +131,7 @@ async function gatewayRefuses(accessToken: string, boundMs = 5000) {
 
 async function adminApi(method: 'GET' | 'DELETE', path: string) {
   adminToken ??= (await signIn(iss(), admin.sessionToken, { scope: 'platform:admin' })).access_token;
-  const res = await fetch(`${iss()}${path}`, { method, headers: { authorization: `Bearer ${adminToken}` } });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  return callAdminApi(iss(), adminToken, method, path);
 }
 
 const ROUNDS = 50;

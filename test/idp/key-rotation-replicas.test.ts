@@ -13,6 +13,7 @@ import {
   startUpstream,
   type Upstream,
 } from '../gateway/helpers.ts';
+import { callAdminApi } from '../helpers/admin-api.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { refresh, signIn } from '../helpers/oauth.ts';
 import { freePort, type GatewayProcess, type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
@@ -43,16 +44,9 @@ interface KeyRow {
 
 async function adminApi(method: 'GET' | 'POST', path: string, body?: unknown) {
   const { access_token } = await signIn(issuer, admin.sessionToken, { scope: 'platform:admin' });
-  const res = await fetch(`${issuer}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${access_token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const { status, json } = await callAdminApi(issuer, access_token, method, path, body);
   // biome-ignore lint/suspicious/noExplicitAny: asserted structurally
-  return { status: res.status, json: (await res.json()) as any };
+  return { status, json: json as any };
 }
 
 const listKeys = async (): Promise<KeyRow[]> => (await adminApi('GET', '/admin/api/keys')).json.items;

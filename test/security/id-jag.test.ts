@@ -15,6 +15,7 @@ import {
 } from '@modelcontextprotocol/client';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callAdminApi } from '../helpers/admin-api.ts';
 import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
 import { type SeededUser, seedUser } from '../helpers/database.ts';
 import { type EnterpriseIdp, startEnterpriseIdp } from '../helpers/enterprise-idp.ts';
@@ -37,14 +38,8 @@ let client: { id: string; secret: string };
 let other: { id: string; secret: string };
 const issuersFile = join(tmpdir(), `trusted-issuers-idjag-${crypto.randomUUID()}.yaml`);
 
-async function adminApi(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${r.issuer}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-}
+const adminApi = (method: string, path: string, body?: unknown) =>
+  callAdminApi(r.issuer, adminToken, method, path, body);
 
 async function confidentialClient(name: string): Promise<{ id: string; secret: string }> {
   const reg = await r.register({

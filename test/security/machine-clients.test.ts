@@ -8,6 +8,7 @@ import { Client, PrivateKeyJwtProvider, StreamableHTTPClientTransport } from '@m
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPlatform } from '../cli/support.ts';
+import { callAdminApi } from '../helpers/admin-api.ts';
 import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
 import { seedUser } from '../helpers/database.ts';
 import { newDpopKey } from '../helpers/dpop.ts';
@@ -62,14 +63,8 @@ async function addClient(services: string[], extra: string[] = []): Promise<stri
   return client_id;
 }
 
-async function adminApi(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${r.issuer}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-}
+const adminApi = (method: string, path: string, body?: unknown) =>
+  callAdminApi(r.issuer, adminToken, method, path, body);
 
 const gatewayStatus = (token: string) => gatewayStatusAt(r.serverUrl('platform'), token);
 
