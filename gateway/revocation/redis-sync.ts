@@ -79,7 +79,13 @@ export function startRevocationSync(
       const now = Date.now() / 1000;
       batch.forEach((key, i) => {
         const [err, value] = results[i] ?? [new Error('no reply'), null];
-        if (err) return;
+        // A key of another type is not an entry anybody revoked with; any other error (no permission, a
+        // node loading or moving slots, no reply) leaves an entry unread: the copy is not whole, so the
+        // mirror must not be declared current — the resync fails and is retried.
+        if (err) {
+          if (err.message.startsWith('WRONGTYPE')) return;
+          throw new Error(`${key}: ${err.message}`);
+        }
         if (key.startsWith(JTI_PREFIX)) {
           const ms = Number(value);
           // -1: no TTL set (a hand-written key) — keep it the default retention.
@@ -96,6 +102,7 @@ export function startRevocationSync(
   }
 
   async function resync(gen: number): Promise<void> {
+    let failures = 0;
     while (!stopped && gen === generation) {
       try {
         await sub.subscribe(REVOCATION_CHANNEL);
@@ -107,7 +114,9 @@ export function startRevocationSync(
         waiters.clear();
         return;
       } catch (err) {
-        log.debug({ err: { message: (err as Error).message } }, 'revocation resync failed; retrying');
+        // Once per streak at warn (an operator sees a resync that cannot finish), then at debug.
+        const level = failures++ === 0 ? 'warn' : 'debug';
+        log[level]({ err: { message: (err as Error).message } }, 'revocation resync failed; retrying');
         await new Promise((r) => setTimeout(r, RESYNC_RETRY_MS));
       }
     }
