@@ -34,6 +34,38 @@ function composeRedisArgs(): string[] {
   return args;
 }
 
+/** Each user's rules in compose.yaml's command, passwords as `>PASSWORD`. */
+function composeUsers(): Map<string, string[]> {
+  const compose = parse(deployFile('compose.yaml')) as { services: { redis: { command: string[] } } };
+  const users = new Map<string, string[]>();
+  let rules: string[] | undefined;
+  let afterUser = false;
+  for (const a of compose.services.redis.command.slice(1)) {
+    if (a === '--user') afterUser = true;
+    else if (a.startsWith('--')) rules = undefined;
+    else if (afterUser) {
+      afterUser = false;
+      rules = [];
+      users.set(a, rules);
+    } else rules?.push(a.startsWith('>') ? '>PASSWORD' : a);
+  }
+  return users;
+}
+
+/** Each user's rules in the Swarm/Kubernetes ACL file template (a selector `(…)` is one rule). */
+function aclFileUsers(): Map<string, string[]> {
+  const users = new Map<string, string[]>();
+  for (const line of deployFile('redis-users.acl.example').split('\n')) {
+    const [word, name, ...rules] = line.match(/\([^)]*\)|\S+/g) ?? [];
+    if (word !== 'user' || !name) continue;
+    users.set(
+      name,
+      rules.map((r) => (r.startsWith('>') ? '>PASSWORD' : r)),
+    );
+  }
+  return users;
+}
+
 let port: number;
 let dir: string;
 let server: ChildProcess;
@@ -162,6 +194,14 @@ describe("the IdP and the gateway on their own Redis users (compose.yaml's rules
     for (const out of [stack.gateway.output(), stack.idp.output()]) {
       expect(out).not.toMatch(/NOPERM|NOAUTH|WRONGPASS/);
     }
+  });
+});
+
+describe('deploy/redis-users.acl.example (the ACL file deploy/stack.yaml and Kubernetes mount)', () => {
+  it("gives every user exactly compose.yaml's rules", () => {
+    const compose = composeUsers();
+    expect([...compose.keys()].sort()).toEqual(['admin', 'default', 'gateway', 'idp']);
+    expect(aclFileUsers()).toEqual(compose);
   });
 });
 
