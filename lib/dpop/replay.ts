@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { RedisClient } from '../redis/client.ts';
+import { MemorySingleUseStore, RedisSingleUseStore, type SingleUseStore } from '../single-use.ts';
 
 /** A proof's jti, once seen (docs/reference.md § Redis keys): keyed per key so two clients' jti never collide. */
 export const dpopJtiKey = (jti: string, jkt: string) =>
@@ -10,40 +11,27 @@ export interface DpopReplayStore {
   firstUse(jti: string, jkt: string, ttlSeconds: number): Promise<boolean>;
 }
 
-/** Shared by every replica: one `SET NX EX` round trip. */
-export class RedisDpopReplayStore implements DpopReplayStore {
-  readonly #redis: RedisClient;
-  constructor(redis: RedisClient) {
-    this.#redis = redis;
+/** A proof's (jti, jkt) as a single-use key (lib/single-use.ts). */
+class ProofsSeen implements DpopReplayStore {
+  readonly #store: SingleUseStore;
+  constructor(store: SingleUseStore) {
+    this.#store = store;
   }
-  async firstUse(jti: string, jkt: string, ttlSeconds: number): Promise<boolean> {
-    const r = await this.#redis.set(
-      dpopJtiKey(jti, jkt),
-      '1',
-      'EX',
-      Math.max(1, Math.ceil(ttlSeconds)),
-      'NX',
-    );
-    return r === 'OK';
+  firstUse(jti: string, jkt: string, ttlSeconds: number): Promise<boolean> {
+    return this.#store.firstUse(dpopJtiKey(jti, jkt), ttlSeconds);
+  }
+}
+
+/** Shared by every replica: one `SET NX EX` round trip. */
+export class RedisDpopReplayStore extends ProofsSeen {
+  constructor(redis: RedisClient) {
+    super(new RedisSingleUseStore(redis));
   }
 }
 
 /** One process only (`platform dev`, tests): entries expire lazily, swept when the map grows. */
-export class MemoryDpopReplayStore implements DpopReplayStore {
-  readonly #seen = new Map<string, number>();
-  readonly #now: () => number;
+export class MemoryDpopReplayStore extends ProofsSeen {
   constructor(now: () => number = Date.now) {
-    this.#now = now;
-  }
-  async firstUse(jti: string, jkt: string, ttlSeconds: number): Promise<boolean> {
-    const now = this.#now();
-    if (this.#seen.size >= 10_000) {
-      for (const [k, until] of this.#seen) if (until <= now) this.#seen.delete(k);
-    }
-    const key = dpopJtiKey(jti, jkt);
-    const until = this.#seen.get(key);
-    if (until !== undefined && until > now) return false;
-    this.#seen.set(key, now + ttlSeconds * 1000);
-    return true;
+    super(new MemorySingleUseStore(now));
   }
 }
