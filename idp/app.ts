@@ -17,6 +17,10 @@ import { refusedPage, sendPage } from './pages/html.ts';
 import { RateLimitedError } from './rate-limit.ts';
 import { CORS_PATHS, findRoute, routes } from './routes.ts';
 
+const DPOP_ALGS = `algs="${IDP_DPOP_ALGORITHMS.join(' ')}"`;
+/** The DPoP challenge beside the Bearer one on a protected route's 401 (userinfo, admin API). */
+const DPOP_CHALLENGE = `DPoP ${DPOP_ALGS}`;
+
 export type Handler = (req: IncomingMessage, res: ServerResponse) => void;
 
 /**
@@ -100,7 +104,7 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     res.destroy();
     return;
   }
-  const headers: Record<string, string> = { 'cache-control': 'no-store' };
+  const headers: Record<string, string | string[]> = { 'cache-control': 'no-store' };
   if (err instanceof AuthorizePageError) {
     log.warn({ reason: err.message }, 'authorization request refused');
     if (err.retryAfter !== undefined) res.setHeader('retry-after', String(err.retryAfter));
@@ -115,13 +119,15 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     else log.warn({ error: err.error, reason: err.message }, 'request refused');
     if (err instanceof MethodNotAllowedError) headers.allow = err.allow;
     if (err instanceof RateLimitedError) headers['retry-after'] = String(err.retryAfter);
-    if (err.error === 'invalid_token') headers['www-authenticate'] = `Bearer error="invalid_token"`;
+    // A protected route's 401 names both schemes it accepts (RFC 9449 §7.1), as the gateway's do.
+    if (err.error === 'invalid_token')
+      headers['www-authenticate'] = [`Bearer error="invalid_token"`, DPOP_CHALLENGE];
     if (err.error === 'insufficient_scope') headers['www-authenticate'] = `Bearer error="insufficient_scope"`;
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
     if (err instanceof InvalidBearerRequestError)
       headers['www-authenticate'] = `Bearer error="invalid_request"`;
     if (err instanceof DpopTokenError)
-      headers['www-authenticate'] = `DPoP error="${err.error}", algs="${IDP_DPOP_ALGORITHMS.join(' ')}"`;
+      headers['www-authenticate'] = `DPoP error="${err.error}", ${DPOP_ALGS}`;
     return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
   }
   if (isDatabaseUnavailable(err)) {

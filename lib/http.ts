@@ -90,7 +90,7 @@ export function sendJson(
   res: ServerResponse,
   status: number,
   body: unknown,
-  headers: Record<string, string> = {},
+  headers: Record<string, string | string[]> = {},
 ): void {
   const payload = JSON.stringify(body);
   res.writeHead(status, {

@@ -198,6 +198,17 @@ describe('administrators and protected routes', () => {
     expect(ok.status).toBe(200);
   });
 
+  it('a refused Bearer token: 401 challenging with both schemes, Bearer and DPoP with its algorithms', async () => {
+    for (const path of ['/oauth/userinfo', `/admin/api/users/${encodeURIComponent(user.email)}`]) {
+      const res = await fetch(`${a.issuer}${path}`, { headers: { authorization: 'Bearer not-a-token' } });
+      expect(res.status).toBe(401);
+      // Two WWW-Authenticate headers, read joined: the Bearer one first, then DPoP's.
+      expect(res.headers.get('www-authenticate')).toMatch(
+        /^Bearer error="invalid_token", DPoP algs="[^"]*ES256[^"]*"$/,
+      );
+    }
+  });
+
   it("a stolen bound token sent as Bearer, or with the thief's proof: 401 with a DPoP challenge", async () => {
     const key = await newDpopKey();
     const bound = await dpopSignIn(a.issuer, user.sessionToken, key, { scope: ADMIN });
