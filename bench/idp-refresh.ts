@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import { processEnv } from '../cli/config.ts';
 import { loadIdpBenchConfig } from './config.ts';
-import { cpuSeconds } from './gateway/processes.ts';
+import { cpuSeconds, cpuSecondsBetween, cpuSecondsByName } from './gateway/processes.ts';
 import { createScratchDatabase } from './lib/scratch-database.ts';
 
 const CLIENTS = 20;
@@ -188,10 +188,12 @@ async function main() {
     await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
     counting = true;
     const cpu0 = cpuSeconds(idp.pid);
+    const servers0 = { pg: cpuSecondsByName(['postgres']), redis: cpuSecondsByName(['redis-server']) };
     const t0 = performance.now();
     await new Promise((r) => setTimeout(r, MEASURE_S * 1000));
     counting = false;
     const cpu1 = cpuSeconds(idp.pid);
+    const servers1 = { pg: cpuSecondsByName(['postgres']), redis: cpuSecondsByName(['redis-server']) };
     const elapsed = (performance.now() - t0) / 1000;
     stop = true;
     await Promise.all(workers);
@@ -219,6 +221,13 @@ async function main() {
     console.log(`| IdP CPU per grant (µs)                    | ${cpuPerGrant.toFixed(0).padStart(12)} |`);
     console.log(
       `| of which not signing (µs, grant − 2 signs)| ${(cpuPerGrant - 2 * cpuUsPerSign).toFixed(0).padStart(12)} |`,
+    );
+    // Postgres and Redis on this machine (every process of theirs, /proc): the CPU a grant costs them. It shares
+    // the machine's two cores with the IdP and the load generator, so it moves the rate too.
+    const serverUs = (k: 'pg' | 'redis') => (cpuSecondsBetween(servers0[k], servers1[k]) * 1e6) / grants;
+    console.log(`| Postgres CPU per grant (µs, local)        | ${serverUs('pg').toFixed(0).padStart(12)} |`);
+    console.log(
+      `| Redis CPU per grant (µs, local)           | ${serverUs('redis').toFixed(0).padStart(12)} |`,
     );
     console.log(`| errors                                    | ${String(errors).padStart(12)} |`);
     console.log(`| audit rows written                        | ${String(audit.rows[0].n).padStart(12)} |`);

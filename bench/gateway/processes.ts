@@ -1,6 +1,6 @@
 // Child processes of the benchmark: pinning with taskset, reading their first JSON line, CPU time from /proc.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -85,6 +85,40 @@ export function cpuSeconds(pid: number | undefined): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/**
+ * CPU seconds (user + system) used so far by every process with one of `names` as its command (Linux /proc),
+ * by pid: a server on this machine the benchmark's load also runs (Postgres' backends, Redis). The difference of
+ * two readings is that server's CPU between them (a process that started in between counts from zero).
+ */
+export function cpuSecondsByName(names: readonly string[]): Map<number, number> {
+  const out = new Map<number, number>();
+  let pids: string[];
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return out;
+  }
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (!names.includes(comm)) continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(Number(pid), (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS);
+    } catch {
+      // gone in between
+    }
+  }
+  return out;
+}
+
+/** The CPU seconds used between two cpuSecondsByName readings. */
+export function cpuSecondsBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let s = 0;
+  for (const [pid, t] of after) s += t - (before.get(pid) ?? 0);
+  return s;
 }
 
 const CLOCK_TICKS = (() => {
