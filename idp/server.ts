@@ -107,6 +107,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       maxRetriesPerRequest: 2,
       enableOfflineQueue: true,
       lazyConnect: false,
+      // Every token request checks its rate limit here: under load, one pipeline a turn for all of them.
+      autoPipelining: true,
     });
     redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
     revocations = new RedisRevocationPublisher(redis);

@@ -15,6 +15,11 @@ export interface RedisClientOptions {
   /** Delay before reconnection attempt `n` (ms); null stops reconnecting. */
   retryStrategy?: (attempt: number) => number | null;
   autoResubscribe?: boolean;
+  /**
+   * Commands issued during one turn of the event loop go out as one pipeline (ioredis `enableAutoPipelining`):
+   * one write and one read for all of them instead of one each. Same commands, same order, same replies.
+   */
+  autoPipelining?: boolean;
 }
 
 /** How often a Cluster client re-reads the slot map: how fast it (and `onFailover`) sees a promoted replica. */
@@ -37,10 +42,12 @@ function nodeOptions(
 /** Opens the connection a Redis URL of any shape names (nothing is sent before `connect()` with `lazyConnect`). */
 export function createRedisClient(url: string, o: RedisClientOptions): RedisClient {
   const c = parseRedisUrl(url);
-  if (c.kind === 'standalone') return new Redis(url, o);
+  const { autoPipelining, ...rest } = o;
+  const common = { ...rest, enableAutoPipelining: autoPipelining === true };
+  if (c.kind === 'standalone') return new Redis(url, common);
   if (c.kind === 'sentinel') {
     return new Redis({
-      ...o,
+      ...common,
       ...nodeOptions(c, o),
       sentinels: c.sentinels,
       name: c.name,
@@ -56,6 +63,7 @@ export function createRedisClient(url: string, o: RedisClientOptions): RedisClie
     });
   }
   return new Cluster(c.nodes, {
+    enableAutoPipelining: common.enableAutoPipelining,
     lazyConnect: o.lazyConnect,
     enableOfflineQueue: o.enableOfflineQueue,
     clusterRetryStrategy: o.retryStrategy ?? undefined,
