@@ -1,11 +1,11 @@
+import pg from 'pg';
+import { coalesce } from '../../lib/coalesce.ts';
 import type { Pool, PoolClient } from '../../lib/db.ts';
 import type { EntityPermission } from '../entity-grants/entity-grants.ts';
-import { IAT_SQL, inTransaction, isBlockedSql, type Queryable } from './transaction.ts';
+import { REFRESH_TTL_SECONDS, rotationStatements, type UsersTable } from './rotation-sql.ts';
+import { IAT_SQL, inTransaction, type Queryable } from './transaction.ts';
 
-/** How long an access token lives (its `exp` is `iat` + this). */
-export const ACCESS_TTL_SECONDS = 3600;
-
-export const REFRESH_TTL_SECONDS = 30 * 24 * 3600;
+export { ACCESS_TTL_SECONDS, REFRESH_TTL_SECONDS } from './rotation-sql.ts';
 /**
  * How many successors one refresh token may be rotated into: the first rotation and, inside the retry window,
  * siblings for other processes of the client. One more presentation is treated as reuse.
@@ -113,6 +113,9 @@ interface GrantRow {
   dpop_jkt: string | null;
 }
 
+/** A fast rotation's row: the grant, the statement's iat and (with the entity grants) the user's grant rows. */
+type FastRow = GrantRow & { iat: string; ent_rows?: Array<[string, EntityPermission]> | null };
+
 const toGrant = (r: GrantRow): Grant => ({
   familyId: r.family_id,
   userId: r.user_id,
@@ -127,7 +130,7 @@ const toGrant = (r: GrantRow): Grant => ({
 
 export interface RefreshStoreOptions {
   /** Schema-qualified web-application users table and the SQL type of its id, to refuse deleted users. */
-  usersTable?: { name: string; idType: string };
+  usersTable?: UsersTable;
   /** PLATFORM_REFRESH_RETRY_SECONDS: a whole number of seconds (validated by idp/config.ts). */
   retrySeconds: number;
   /**
@@ -141,66 +144,45 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
   const retrySeconds = opts.retrySeconds;
   if (!Number.isInteger(retrySeconds) || retrySeconds < 0)
     throw new Error('retrySeconds must be a whole number');
-  // A refresh re-reads the user (alias r is the refresh token row): a deleted user, or one left without an
-  // email, gets invalid_grant; a changed email is carried by the new tokens and the new refresh token.
-  const userRow = opts.usersTable
-    ? `FROM ${opts.usersTable.name} u WHERE u.id = r.user_id::${opts.usersTable.idType}`
-    : undefined;
-  const userExists = userRow
-    ? `AND EXISTS (SELECT 1 ${userRow} AND u.email IS NOT NULL AND trim(u.email) <> '')`
-    : '';
-  const currentEmail = userRow ? `COALESCE((SELECT lower(trim(u.email)) ${userRow}), r.email)` : 'r.email';
-
-  // The audit row of the access token issued with the refresh token `from` names; `p` maps its values to SQL.
-  const auditInsert = (from: string, p: { jti: string; iat: string; grantType: string; scope: string }) => `
-    INSERT INTO platform.issuance_audit
-           (issued_at, jti, grant_type, user_id, subject, email, client_id, scope, expires_at, family_id)
-    SELECT to_timestamp(${p.iat}), ${p.jti}, ${p.grantType}, user_id, subject, email, client_id,
-           COALESCE(${p.scope}, scope), to_timestamp(${p.iat} + ${ACCESS_TTL_SECONDS}), family_id FROM ${from}`;
-
-  // The family row is locked (FOR SHARE) and checked in the same statement that rotates: a revocation that
-  // updated it first makes this statement wait, re-check `revoked_at IS NULL` on the new row version and
-  // rotate nothing; one that comes later waits for this statement's commit and then sees its successor.
-  // $1 hash · $2 new id · $3 new hash · $4 jti · $5 grant type · $6 narrowed scope · $7 client · $8 the DPoP
-  // proof's key (a bound family needs its own); iat is now(): the statement's start, or the caller's transaction's.
-  const familyLocked = (mode: 'SHARE' | 'NO KEY UPDATE') => `
-    SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked, f.dpop_jkt
-      FROM platform.refresh_families f
-     WHERE f.id = (SELECT t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = $1)
-       FOR ${mode} OF f`;
-  // The rotating statement's common table expressions, then what it returns: the grant, or (fastRotateWithEnt)
-  // the grant and the user's entity grants (idp/entity-grants: `email = $1` FOR SHARE) by the email the rotation
-  // returns, read and locked inside the rotating statement (as the managed path reads them inside its
-  // transaction): an ungrant's DELETE waits for this statement, and its cut-off search then finds its audit row.
-  const rotateCtes = `
-    WITH fam AS (${familyLocked('SHARE')}),
-    old AS (
-      UPDATE platform.refresh_tokens r
-         SET rotated_to = $2, rotated_at = now(), rotations = 1
-       WHERE r.token_hash = $1
-         AND r.family_id = (SELECT id FROM fam WHERE NOT family_revoked AND NOT blocked
-                                                 AND (dpop_jkt IS NULL OR dpop_jkt = $8::text))
-         AND r.client_id = $7 AND r.rotated_to IS NULL AND r.revoked_at IS NULL
-         AND r.expires_at > now() ${userExists}
-         AND ($6::text IS NULL OR string_to_array($6::text, ' ') <@ string_to_array(r.scope, ' '))
-   RETURNING r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
-             r.auth_time, r.email_verified
-    ), ins AS (
-      INSERT INTO platform.refresh_tokens
-             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at,
-              rotated_from)
-      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-             now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
-    ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})`;
-  const rotated = `family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
-           (SELECT dpop_jkt FROM fam) AS dpop_jkt FROM old`;
-  const fastRotate = `${rotateCtes}
-    SELECT ${rotated}`;
-  const fastRotateWithEnt = `${rotateCtes}, ent AS (
-      SELECT g.entity, g.permission FROM platform.entity_grants g, old WHERE g.email = old.email FOR SHARE OF g
-    )
-    SELECT (SELECT json_agg(json_build_array(entity, permission)) FROM ent) AS ent_rows, ${rotated}`;
+  const { userExists, currentEmail, auditInsert, familyLocked, ...sql } = rotationStatements(opts.usersTable);
+  const { fastRotate, fastRotateWithEnt, batchRotate, batchRotateWithEnt } = sql;
   const entityGrantsByEmail = opts.entityGrantsByEmail === true;
+
+  // The fast rotation outside a caller's transaction: the calls of one event-loop turn share one statement
+  // (lib/coalesce.ts); one alone runs the single statement. A batch the server refused was rolled back whole
+  // (autocommit), so each of its tokens is then tried alone and gets what it would have got alone; a batch lost
+  // with its connection may have committed, and fails every member as one statement would.
+  const rotateOne = async (values: unknown[]) =>
+    (
+      await pool.query<FastRow>(
+        entityGrantsByEmail
+          ? { name: 'refresh_rotate_ent', text: fastRotateWithEnt, values }
+          : { name: 'refresh_rotate', text: fastRotate, values },
+      )
+    ).rows[0];
+  const rotateCoalesced = coalesce<unknown[], FastRow | undefined>((batch) => {
+    if (batch.length === 1) return [rotateOne(batch[0]!)];
+    const columns = batch[0]!.map((_, k) => batch.map((v) => v[k]));
+    const all = pool
+      .query<FastRow & { n: string }>(
+        entityGrantsByEmail
+          ? { name: 'refresh_rotate_batch_ent', text: batchRotateWithEnt, values: columns }
+          : { name: 'refresh_rotate_batch', text: batchRotate, values: columns },
+      )
+      .then(({ rows }) => {
+        const byN = new Map(rows.map((r) => [Number(r.n), r]));
+        return batch.map((_, j) => byN.get(j + 1));
+      });
+    return batch.map((values, j) =>
+      all.then(
+        (rows) => rows[j],
+        (err: unknown) => {
+          if (!(err instanceof pg.DatabaseError)) throw err;
+          return rotateOne(values);
+        },
+      ),
+    );
+  });
 
   return {
     async issue(tx, g, t, i) {
@@ -249,14 +231,9 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
         i.dpopJkt ?? null,
       ];
       const withEnt = entityGrantsByEmail && tx === undefined;
-      const fast = await (tx ?? pool).query<
-        GrantRow & { iat: string; ent_rows?: Array<[string, EntityPermission]> | null }
-      >(
-        withEnt
-          ? { name: 'refresh_rotate_ent', text: fastRotateWithEnt, values }
-          : { name: 'refresh_rotate', text: fastRotate, values },
-      );
-      const row = fast.rows[0];
+      const row = tx
+        ? (await tx.query<FastRow>({ name: 'refresh_rotate', text: fastRotate, values })).rows[0]
+        : await rotateCoalesced(values);
       if (row) {
         const grant = toGrant(row);
         const out: RotateOutcome = { kind: 'rotated', grant, iat: Number(row.iat) };

@@ -4,15 +4,10 @@
 // caller's transaction or the option off leave the read to the caller.
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashRefreshToken, newRefreshToken } from '../../idp/endpoints/token-response.ts';
 import { createEntityGrants, entClaims } from '../../idp/entity-grants/entity-grants.ts';
-import {
-  createRefreshTokenStore,
-  type Grant,
-  type RefreshTokenStore,
-} from '../../idp/store/refresh-tokens.ts';
-import { inTransaction } from '../../idp/store/transaction.ts';
+import { createRefreshTokenStore, type RefreshTokenStore } from '../../idp/store/refresh-tokens.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { issueFamily, rotateToken } from '../helpers/refresh-store.ts';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -24,37 +19,12 @@ afterAll(async () => {
 
 const NO_ROLES = { roles: async () => [] };
 
-/** A fresh family for `email`; its refresh token's hash. */
-async function family(store: RefreshTokenStore, email: string): Promise<string> {
-  const grant: Grant = {
-    familyId: randomUUID(),
-    userId: randomUUID(),
-    subject: randomUUID(),
-    email,
-    clientId: 'platform-cli',
-    scope: 'openid email mcp:deals',
-    authTime: Math.floor(Date.now() / 1000),
-    emailVerified: true,
-  };
-  const t = newRefreshToken();
-  await inTransaction(db.pool, (tx) =>
-    store.issue(tx, grant, t.token, {
-      jti: randomUUID(),
-      grantType: 'authorization_code',
-      iat: Math.floor(Date.now() / 1000),
-    }),
-  );
-  return hashRefreshToken(t.value);
-}
+const family = (store: RefreshTokenStore, email: string) => issueFamily(db.pool, store, email);
 
 async function rotate(store: RefreshTokenStore, hash: string) {
-  const next = newRefreshToken();
-  const out = await store.rotate(hash, 'platform-cli', next.token, {
-    jti: randomUUID(),
-    grantType: 'refresh_token',
-  });
+  const { out, next } = await rotateToken(store, hash);
   if (out.kind !== 'rotated') throw new Error(`not rotated: ${out.kind}`);
-  return { out, hash: next.token.hash };
+  return { out, hash: next };
 }
 
 describe('the entity grants read in the rotation', () => {
