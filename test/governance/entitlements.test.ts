@@ -7,6 +7,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { callAdminApi } from '../helpers/admin-api.ts';
 import { createTestDatabase, type SeededUser, seedUser } from '../helpers/database.ts';
 import { refresh, signIn } from '../helpers/oauth.ts';
 import { startPlatform, testSigningKeyPem } from '../helpers/processes.ts';
@@ -40,17 +41,8 @@ afterAll(async () => {
   await stack?.stop();
 });
 
-async function api(method: string, path: string, body?: unknown) {
-  const res = await fetch(`${stack.idp.issuer}/admin/api/${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${adminToken}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-}
+const api = (method: string, path: string, body?: unknown) =>
+  callAdminApi(stack.idp.issuer, adminToken, method, `/admin/api/${path}`, body);
 
 const scopes = (token: string) => String(decodeJwt(token).scope).split(' ');
 
