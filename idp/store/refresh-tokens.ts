@@ -144,7 +144,9 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
   const retrySeconds = opts.retrySeconds;
   if (!Number.isInteger(retrySeconds) || retrySeconds < 0)
     throw new Error('retrySeconds must be a whole number');
-  const { userExists, currentEmail, auditInsert, familyLocked, ...sql } = rotationStatements(opts.usersTable);
+  const { userExists, currentEmail, auditInsert, successorInsert, familyLocked, ...sql } = rotationStatements(
+    opts.usersTable,
+  );
   const { fastRotate, fastRotateWithEnt, batchRotate, batchRotateWithEnt } = sql;
   const entityGrantsByEmail = opts.entityGrantsByEmail === true;
 
@@ -372,11 +374,7 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
     await c.query(
       `WITH old AS (SELECT r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
                            r.auth_time, r.email_verified FROM platform.refresh_tokens r WHERE r.id = $1),
-            ins AS (INSERT INTO platform.refresh_tokens
-                           (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time,
-                            email_verified, expires_at, rotated_from)
-                    SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-                           now() + interval '${REFRESH_TTL_SECONDS} seconds', $1 FROM old)
+            ins AS (${successorInsert({ id: '$2', hash: '$3', rotatedFrom: '$1' })})
        ${auditInsert('old', { jti: '$4', iat: '$5::bigint', grantType: '$6', scope: '$7' })}`,
       [r.id, v[1], v[2], v[3], iat, v[4], v[5]],
     );

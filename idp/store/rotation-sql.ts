@@ -32,6 +32,18 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
     SELECT to_timestamp(${p.iat}), ${p.jti}, ${p.grantType}, user_id, subject, email, client_id,
            COALESCE(${p.scope}, scope), to_timestamp(${p.iat} + ${ACCESS_TTL_SECONDS}), family_id FROM ${from}`;
 
+  // The successor of the refresh token the CTE `old` returns (its grant carried over); `p` maps the new id and hash
+  // and the rotated token's id to SQL.
+  const successorInsert = (p: { id: string; hash: string; rotatedFrom: string }) => `
+    INSERT INTO platform.refresh_tokens
+           (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at,
+            rotated_from)
+    SELECT ${p.id}, ${p.hash}, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
+           now() + interval '${REFRESH_TTL_SECONDS} seconds', ${p.rotatedFrom} FROM old`;
+
+  // A refresh family's state as the rotations check it (alias f).
+  const familyColumns = `f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked, f.dpop_jkt`;
+
   // The family row is locked (FOR SHARE) and checked in the same statement that rotates: a revocation that
   // updated it first makes this statement wait, re-check `revoked_at IS NULL` on the new row version and
   // rotate nothing; one that comes later waits for this statement's commit and then sees its successor.
@@ -41,7 +53,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
     mode: 'SHARE' | 'NO KEY UPDATE',
     familyId = '(SELECT t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = $1)',
   ) => `
-    SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked, f.dpop_jkt
+    SELECT ${familyColumns}
       FROM platform.refresh_families f
      WHERE f.id = ${familyId}
        FOR ${mode} OF f`;
@@ -70,13 +82,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
          AND ($6::text IS NULL OR string_to_array($6::text, ' ') <@ string_to_array(r.scope, ' '))
    RETURNING r.id, r.family_id, r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope,
              r.auth_time, r.email_verified
-    ), ins AS (
-      INSERT INTO platform.refresh_tokens
-             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at,
-              rotated_from)
-      SELECT $2, $3, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-             now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
-    ), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})`;
+    ), ins AS (${successorInsert({ id: '$2', hash: '$3', rotatedFrom: 'id' })}), audit AS (${auditInsert('old', { jti: '$4', iat: IAT_SQL, grantType: '$5', scope: '$6' })})`;
   const rotated = `family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, ${IAT_SQL} AS iat,
            (SELECT dpop_jkt FROM fam) AS dpop_jkt FROM old`;
   const fastRotate = `${rotateCtes}
@@ -98,7 +104,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
         SELECT t.ctid, t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = q.hash OFFSET 0) t
     ), fam AS (
       SELECT tok.n, f.* FROM tok, LATERAL (
-        SELECT f.id, f.revoked_at IS NOT NULL AS family_revoked, ${isBlockedSql('f.email')} AS blocked, f.dpop_jkt
+        SELECT ${familyColumns}
           FROM platform.refresh_families f WHERE f.id = tok.family_id OFFSET 0 FOR SHARE OF f) f
     ), old AS (
       UPDATE platform.refresh_tokens r
@@ -112,13 +118,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
          AND (q.asked_scope IS NULL OR string_to_array(q.asked_scope, ' ') <@ string_to_array(r.scope, ' '))
    RETURNING q.n, q.new_id, q.new_hash, q.jti, q.grant_type, q.asked_scope, fam.dpop_jkt, r.id, r.family_id,
              r.user_id, r.subject, ${currentEmail} AS email, r.client_id, r.scope, r.auth_time, r.email_verified
-    ), ins AS (
-      INSERT INTO platform.refresh_tokens
-             (id, token_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified, expires_at,
-              rotated_from)
-      SELECT new_id, new_hash, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
-             now() + interval '${REFRESH_TTL_SECONDS} seconds', id FROM old
-    ), audit AS (${auditInsert('old', { jti: 'jti', iat: IAT_SQL, grantType: 'grant_type', scope: 'asked_scope' })})`;
+    ), ins AS (${successorInsert({ id: 'new_id', hash: 'new_hash', rotatedFrom: 'id' })}), audit AS (${auditInsert('old', { jti: 'jti', iat: IAT_SQL, grantType: 'grant_type', scope: 'asked_scope' })})`;
   const batchRotated = `n, family_id, user_id, subject, email, client_id, scope, auth_time, email_verified,
            ${IAT_SQL} AS iat, dpop_jkt FROM old`;
   const batchRotate = `${batchCtes}
@@ -133,6 +133,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
     userExists,
     currentEmail,
     auditInsert,
+    successorInsert,
     familyLocked,
     /** One token, $1…$8 (see above): the grant, or none (the slow path decides). */
     fastRotate,
