@@ -151,9 +151,11 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
   const entityGrantsByEmail = opts.entityGrantsByEmail === true;
 
   // The fast rotation outside a caller's transaction: the calls of one event-loop turn share one statement
-  // (lib/coalesce.ts); one alone runs the single statement. A batch the server refused was rolled back whole
-  // (autocommit), so each of its tokens is then tried alone and gets what it would have got alone; a batch lost
-  // with its connection may have committed, and fails every member as one statement would.
+  // (lib/coalesce.ts), one statement out at a time: the rotations asked for while one is out leave together when
+  // it is back (group commit: under load the batches grow with the load); one alone runs the single statement. A
+  // batch the server refused was rolled back whole (autocommit), so each of its tokens is then tried alone and
+  // gets what it would have got alone; a batch lost with its connection may have committed, and fails every
+  // member as one statement would.
   const rotateOne = async (values: unknown[]) =>
     (
       await pool.query<FastRow>(
@@ -162,29 +164,32 @@ export function createRefreshTokenStore(pool: Pool, opts: RefreshStoreOptions): 
           : { name: 'refresh_rotate', text: fastRotate, values },
       )
     ).rows[0];
-  const rotateCoalesced = coalesce<unknown[], FastRow | undefined>((batch) => {
-    if (batch.length === 1) return [rotateOne(batch[0]!)];
-    const columns = batch[0]!.map((_, k) => batch.map((v) => v[k]));
-    const all = pool
-      .query<FastRow & { n: string }>(
-        entityGrantsByEmail
-          ? { name: 'refresh_rotate_batch_ent', text: batchRotateWithEnt, values: columns }
-          : { name: 'refresh_rotate_batch', text: batchRotate, values: columns },
-      )
-      .then(({ rows }) => {
-        const byN = new Map(rows.map((r) => [Number(r.n), r]));
-        return batch.map((_, j) => byN.get(j + 1));
-      });
-    return batch.map((values, j) =>
-      all.then(
-        (rows) => rows[j],
-        (err: unknown) => {
-          if (!(err instanceof pg.DatabaseError)) throw err;
-          return rotateOne(values);
-        },
-      ),
-    );
-  });
+  const rotateCoalesced = coalesce<unknown[], FastRow | undefined>(
+    (batch) => {
+      if (batch.length === 1) return [rotateOne(batch[0]!)];
+      const columns = batch[0]!.map((_, k) => batch.map((v) => v[k]));
+      const all = pool
+        .query<FastRow & { n: string }>(
+          entityGrantsByEmail
+            ? { name: 'refresh_rotate_batch_ent', text: batchRotateWithEnt, values: columns }
+            : { name: 'refresh_rotate_batch', text: batchRotate, values: columns },
+        )
+        .then(({ rows }) => {
+          const byN = new Map(rows.map((r) => [Number(r.n), r]));
+          return batch.map((_, j) => byN.get(j + 1));
+        });
+      return batch.map((values, j) =>
+        all.then(
+          (rows) => rows[j],
+          (err: unknown) => {
+            if (!(err instanceof pg.DatabaseError)) throw err;
+            return rotateOne(values);
+          },
+        ),
+      );
+    },
+    { maxInFlight: 1 },
+  );
 
   return {
     async issue(tx, g, t, i) {

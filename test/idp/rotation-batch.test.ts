@@ -20,12 +20,21 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** The store over a pool that records the name of every statement it runs. */
-function recordingStore(opts: { retrySeconds?: number } = {}): { store: RefreshTokenStore; names: string[] } {
+/**
+ * The store over a pool that records the name of every statement it runs; `gate`, when set, holds each statement
+ * until it resolves.
+ */
+function recordingStore(opts: { retrySeconds?: number } = {}): {
+  store: RefreshTokenStore;
+  names: string[];
+  gate: { wait?: Promise<void> };
+} {
   const names: string[] = [];
+  const gate: { wait?: Promise<void> } = {};
   const pool = {
-    query: (q: string | { name?: string }, ...rest: unknown[]) => {
+    query: async (q: string | { name?: string }, ...rest: unknown[]) => {
       names.push(typeof q === 'string' ? q.trim().split(/\s+/)[0]! : (q.name ?? 'unnamed'));
+      await gate.wait;
       return (db.pool.query as (...a: unknown[]) => unknown)(q, ...rest);
     },
     connect: () => db.pool.connect(),
@@ -34,7 +43,7 @@ function recordingStore(opts: { retrySeconds?: number } = {}): { store: RefreshT
     retrySeconds: opts.retrySeconds ?? 10,
     entityGrantsByEmail: true,
   });
-  return { store, names };
+  return { store, names, gate };
 }
 
 const email = (who: string) => `${who}-${randomUUID()}@example.com`;
@@ -80,6 +89,31 @@ describe('the rotations of one turn', () => {
     }
     expect(new Set(names)).toEqual(new Set(['refresh_rotate_ent']));
     // The rotated-out tokens are spent: presented again after the window they are reuse.
+  });
+
+  it('wait while a statement is out, then leave together in the next (group commit)', async () => {
+    const { store, names, gate } = recordingStore();
+    const hashes = await Promise.all([0, 1, 2, 3].map((i) => issueFamily(db.pool, store, email(`g${i}`))));
+    names.length = 0;
+    let release = () => {};
+    gate.wait = new Promise<void>((r) => {
+      release = r;
+    });
+    const first = rotateToken(store, hashes[0]!);
+    // Three more, each in a later turn of the loop, while the first statement is held.
+    const later: ReturnType<typeof rotateToken>[] = [];
+    for (const h of hashes.slice(1)) {
+      await new Promise((r) => setImmediate(r));
+      later.push(rotateToken(store, h));
+    }
+    await new Promise((r) => setImmediate(r));
+    expect(names).toEqual(['refresh_rotate_ent']);
+    gate.wait = undefined;
+    release();
+    expect((await first).out.kind).toBe('rotated');
+    const outs = await Promise.all(later);
+    expect(outs.map((o) => o.out.kind)).toEqual(['rotated', 'rotated', 'rotated']);
+    expect(names).toEqual(['refresh_rotate_ent', 'refresh_rotate_batch_ent']);
   });
 
   it('settle each token as it would alone: refused, DPoP-bound, wrong client, named twice', async () => {

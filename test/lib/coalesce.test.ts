@@ -48,11 +48,71 @@ describe('coalesce', () => {
 
   it('splits a turn larger than maxBatch', async () => {
     const sizes: number[] = [];
-    const f = coalesce<number, number>((items) => {
-      sizes.push(items.length);
-      return items.map(async (n) => n);
-    }, 4);
+    const f = coalesce<number, number>(
+      (items) => {
+        sizes.push(items.length);
+        return items.map(async (n) => n);
+      },
+      { maxBatch: 4 },
+    );
     await Promise.all(Array.from({ length: 10 }, (_, i) => f(i)));
     expect(sizes).toEqual([4, 4, 2]);
+  });
+
+  it('holds calls while maxInFlight batches are out, and sends them together when one settles', async () => {
+    const batches: number[][] = [];
+    const release: Array<() => void> = [];
+    const f = coalesce<number, number>(
+      (items) => {
+        batches.push([...items]);
+        const done = new Promise<void>((r) => release.push(r));
+        return items.map(async (n) => {
+          await done;
+          return n;
+        });
+      },
+      { maxInFlight: 1 },
+    );
+    const first = f(1);
+    await new Promise((r) => setImmediate(r));
+    expect(batches).toEqual([[1]]);
+    // Three later turns while the first batch is out: nothing leaves.
+    const later: Promise<number>[] = [];
+    for (const n of [2, 3, 4]) {
+      later.push(f(n));
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(batches).toEqual([[1]]);
+    release[0]!();
+    expect(await first).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    expect(batches).toEqual([[1], [2, 3, 4]]);
+    release[1]!();
+    expect(await Promise.all(later)).toEqual([2, 3, 4]);
+  });
+
+  it('counts a batch settled when every member is, rejections included', async () => {
+    const batches: number[][] = [];
+    let failFirst: (e: Error) => void = () => {};
+    const f = coalesce<number, number>(
+      (items) => {
+        batches.push([...items]);
+        return items.map((n) =>
+          n === 1 ? new Promise<number>((_, reject) => (failFirst = reject)) : Promise.resolve(n),
+        );
+      },
+      { maxInFlight: 1 },
+    );
+    const one = f(1);
+    const two = f(2);
+    await new Promise((r) => setImmediate(r));
+    const three = f(3);
+    await new Promise((r) => setImmediate(r));
+    expect(batches).toEqual([[1, 2]]); // 2 settled, 1 has not: the batch is still out
+    failFirst(new Error('lost'));
+    await expect(one).rejects.toThrow('lost');
+    expect(await two).toBe(2);
+    expect(await three).toBe(3);
+    expect(batches).toEqual([[1, 2], [3]]);
   });
 });
