@@ -37,6 +37,32 @@ export function createLogger({ name, level = 'info', destination }: LoggerOption
   return destination ? pino(opts, destination) : pino(opts);
 }
 
+/** Fields of a line that no redaction path can match: top-level strings, numbers and booleans only. */
+export type FlatFields = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/** Writes lines of flat fields only; the type is what keeps a nested object (where secrets live) out of them. */
+export interface FlatLines {
+  info(fields: FlatFields, msg: string): void;
+}
+
+const flat = new WeakMap<Logger, FlatLines>();
+
+/**
+ * The same lines as `log` writes, without the redaction pass, for the lines a server writes on every request
+ * (the access line, the `tool call` line). Every redaction path names a nested member (`req.headers.cookie`,
+ * `*.token`: a member of a top-level object), so a line of flat fields is written the same with or without it;
+ * but with a wildcard path pino runs every top-level value of every line, and every child binding, through the
+ * redactor (docs/performance.md: ~19 µs of a tool call's ~150). Made once per logger.
+ */
+export function flatLines(log: Logger): FlatLines {
+  let lines = flat.get(log);
+  if (lines === undefined) {
+    lines = log.child({}, { redact: [] });
+    flat.set(log, lines);
+  }
+  return lines;
+}
+
 interface Output {
   flushSync?: () => void;
   /** sonic-boom's state: a write in flight, bytes not yet written. */

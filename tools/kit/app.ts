@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestId } from '../../lib/http.ts';
-import type { Logger } from '../../lib/logger.ts';
+import { flatLines, type Logger } from '../../lib/logger.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { readAuthenticatedRequest } from './identity.ts';
@@ -22,7 +22,8 @@ export interface ToolAppParts {
 interface Exchange {
   req: IncomingMessage;
   res: ServerResponse;
-  log: Logger;
+  /** The request's logger (its lines carry reqId), made the first time a line needs it. */
+  log: () => Logger;
   /** Added to the request's log line. */
   logged: { mcp?: 'fast' | 'sdk' };
 }
@@ -65,16 +66,26 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
   ]);
 
+  // The request line (id, method, path, status, time, how MCP answered) holds flat fields only: written without
+  // the redaction pass (lib/logger.ts flatLines).
+  const access = flatLines(log);
   return (req, res) => {
     const id = requestId(req);
-    const reqLog = log.child({ reqId: id });
+    // Most calls log only the request line and the `tool call` line, neither through this logger: a child per
+    // request was mostly built (its bindings run through the redactor) and dropped.
+    let child: Logger | undefined;
+    const reqLog = (): Logger => {
+      child ??= log.child({ reqId: id });
+      return child;
+    };
     const started = performance.now();
     res.setHeader('x-request-id', id);
     const path = (req.url ?? '/').split('?')[0]!;
     const logged: Exchange['logged'] = {};
     res.once('close', () => {
-      reqLog.info(
+      access.info(
         {
+          reqId: id,
           method: req.method,
           path,
           status: res.statusCode,
@@ -91,6 +102,6 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       if (!endpoint) throw new MethodNotAllowedError(Object.keys(entry));
       await endpoint({ req, res, log: reqLog, logged });
     };
-    run().catch((err: unknown) => respondError(res, err, reqLog, id, path));
+    run().catch((err: unknown) => respondError(res, err, reqLog(), id, path));
   };
 }

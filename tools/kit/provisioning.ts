@@ -11,7 +11,8 @@ import { UserNotProvisionedError } from './errors.ts';
  */
 export type Provisioning = 'verified' | 'unverified';
 
-export type ProvisioningCheck = (identity: Identity, log: Logger) => Promise<Provisioning>;
+/** `log`: the request's logger, made when a line needs it (the database being down). */
+export type ProvisioningCheck = (identity: Identity, log: () => Logger) => Promise<Provisioning>;
 
 export interface ProvisioningOptions {
   usersTable: string;
@@ -48,7 +49,7 @@ export function createProvisioningCheck(pool: Pool, opts: ProvisioningOptions): 
       exists = ((await pool.query(sql, [email])).rowCount ?? 0) > 0;
     } catch (err) {
       if (!isDatabaseUnavailable(err)) throw err;
-      log.warn(
+      log().warn(
         { err: { message: (err as Error).message } },
         'database unavailable: provisioning unverified, tools degraded',
       );

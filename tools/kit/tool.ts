@@ -7,7 +7,7 @@ import type {
 } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import type { Identity } from '../../lib/identity.ts';
-import type { Logger } from '../../lib/logger.ts';
+import { flatLines, type Logger } from '../../lib/logger.ts';
 import type { ToolMonitors } from './monitors.ts';
 import type { Provisioning } from './provisioning.ts';
 import { DependencyUnavailableError, toolErrorResult } from './tool-errors.ts';
@@ -77,7 +77,14 @@ export async function runTool(
   monitors?: ToolMonitors,
 ): Promise<CallToolResult> {
   const { identity, provisioning } = caller;
-  const callLog = log.child({ reqId: identity.requestId, tool: tool.name, caller: identity.email });
+  const bindings = { reqId: identity.requestId, tool: tool.name, caller: identity.email };
+  // The call's logger, for the tool's own lines and its error's: made when one is written (most calls write
+  // none; a child's bindings run through the redactor).
+  let child: Logger | undefined;
+  const callLog = (): Logger => {
+    child ??= log.child(bindings);
+    return child;
+  };
   const started = performance.now();
   let result: CallToolResult;
   try {
@@ -87,12 +94,24 @@ export async function runTool(
         'the user directory is unavailable, so the caller cannot be verified; nothing was done, retry shortly',
       );
     }
-    const out = await tool.run(args, { identity, requestId: identity.requestId, log: callLog, signal });
+    const call: ToolCall = {
+      identity,
+      requestId: identity.requestId,
+      signal,
+      get log() {
+        return callLog();
+      },
+    };
+    const out = await tool.run(args, call);
     result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
   } catch (err) {
-    result = toolErrorResult(err, callLog, monitors);
+    result = toolErrorResult(err, callLog(), monitors);
   }
-  callLog.info({ ms: Math.round(performance.now() - started), ok: !result.isError }, 'tool call');
+  // Flat fields (lib/logger.ts flatLines): the same line the call's child would write, without the redaction pass.
+  flatLines(log).info(
+    { ...bindings, ms: Math.round(performance.now() - started), ok: !result.isError },
+    'tool call',
+  );
   return result;
 }
 
