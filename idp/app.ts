@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { allowAnyOrigin, answerPreflight } from '../lib/cors.ts';
 import { isDatabaseUnavailable } from '../lib/db.ts';
 import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
-import { flatLines, type Logger } from '../lib/logger.ts';
+import { flatLines, type Logger, lazyChild } from '../lib/logger.ts';
 import type { IdpContext } from './context.ts';
 import { IDP_DPOP_ALGORITHMS } from './dpop/index.ts';
 import {
@@ -52,11 +52,7 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
     // The request's logger (its lines carry reqId) is made when a line other than the access line needs it: most
     // requests log only that line, written below with reqId as a field (the same JSON line), so a child logger
     // per request was mostly built and dropped.
-    let child: Logger | undefined;
-    const reqLog = (): Logger => {
-      child ??= log.child({ reqId: id });
-      return child;
-    };
+    const reqLog = lazyChild(log, { reqId: id });
     const started = process.hrtime.bigint();
     res.setHeader('x-request-id', id);
     let url: URL;

@@ -63,6 +63,18 @@ export function flatLines(log: Logger): FlatLines {
   return lines;
 }
 
+/**
+ * A child of `log` with these bindings, made the first time it is asked for: a request's or a call's logger that
+ * most requests never write through (their per-request lines are flat lines), so it is not built for them.
+ */
+export function lazyChild(log: Logger, bindings: pino.Bindings): () => Logger {
+  let child: Logger | undefined;
+  return () => {
+    child ??= log.child(bindings);
+    return child;
+  };
+}
+
 interface Output {
   flushSync?: () => void;
   /** sonic-boom's state: a write in flight, bytes not yet written. */

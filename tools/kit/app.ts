@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { requestId } from '../../lib/http.ts';
-import { flatLines, type Logger } from '../../lib/logger.ts';
+import { flatLines, type Logger, lazyChild } from '../../lib/logger.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { readAuthenticatedRequest } from './identity.ts';
@@ -73,11 +73,7 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     const id = requestId(req);
     // Most calls log only the request line and the `tool call` line, neither through this logger: a child per
     // request was mostly built (its bindings run through the redactor) and dropped.
-    let child: Logger | undefined;
-    const reqLog = (): Logger => {
-      child ??= log.child({ reqId: id });
-      return child;
-    };
+    const reqLog = lazyChild(log, { reqId: id });
     const started = performance.now();
     res.setHeader('x-request-id', id);
     const path = (req.url ?? '/').split('?')[0]!;

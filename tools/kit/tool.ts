@@ -7,7 +7,7 @@ import type {
 } from '@modelcontextprotocol/server';
 import type { z } from 'zod';
 import type { Identity } from '../../lib/identity.ts';
-import { flatLines, type Logger } from '../../lib/logger.ts';
+import { flatLines, type Logger, lazyChild } from '../../lib/logger.ts';
 import type { ToolMonitors } from './monitors.ts';
 import type { Provisioning } from './provisioning.ts';
 import { DependencyUnavailableError, toolErrorResult } from './tool-errors.ts';
@@ -80,11 +80,7 @@ export async function runTool(
   const bindings = { reqId: identity.requestId, tool: tool.name, caller: identity.email };
   // The call's logger, for the tool's own lines and its error's: made when one is written (most calls write
   // none; a child's bindings run through the redactor).
-  let child: Logger | undefined;
-  const callLog = (): Logger => {
-    child ??= log.child(bindings);
-    return child;
-  };
+  const callLog = lazyChild(log, bindings);
   const started = performance.now();
   let result: CallToolResult;
   try {
