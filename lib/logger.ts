@@ -19,6 +19,48 @@ const REDACT = [
   '*.password',
 ];
 
+/**
+ * The members the paths above name, looked for at any depth of an error. The paths reach one level down
+ * (`err.token`); an error carries what its library put in it (`err.detail.token`, a request's `headers`, a
+ * command's arguments), at any depth, and is logged whole only on the unexpected paths. Error lines are rare,
+ * so walking them costs nothing on the hot paths.
+ */
+const SECRET_MEMBERS = new Set([
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'code_verifier',
+  'client_secret',
+  'token',
+  'password',
+]);
+const MAX_ERROR_DEPTH = 8;
+
+function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {
+  if (value === null || typeof value !== 'object') return value;
+  if (ArrayBuffer.isView(value) || value instanceof Date) return value;
+  if (seen.has(value)) return '[circular]';
+  if (depth >= MAX_ERROR_DEPTH) return '[too deep]';
+  seen.add(value);
+  if (value instanceof Error) return scrub(pino.stdSerializers.err(value), depth, seen);
+  if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
+  const out: Record<string, unknown> = {};
+  for (const key of Object.keys(value)) {
+    out[key] = SECRET_MEMBERS.has(key.toLowerCase())
+      ? '[redacted]'
+      : scrub((value as Record<string, unknown>)[key], depth + 1, seen);
+  }
+  return out;
+}
+
+/** pino's error serializer, then every secret-named member at any depth replaced (see SECRET_MEMBERS). */
+export function serializeError(err: unknown): unknown {
+  return scrub(err instanceof Error ? pino.stdSerializers.err(err) : err, 0, new WeakSet());
+}
+
 export interface LoggerOptions {
   name: string;
   level?: string;
@@ -30,6 +72,7 @@ export function createLogger({ name, level = 'info', destination }: LoggerOption
     name,
     level,
     redact: { paths: REDACT, censor: '[redacted]' },
+    serializers: { err: serializeError },
     // `name` says which process wrote the line; `service`, where a line has one, is the MCP service it concerns.
     base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
