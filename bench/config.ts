@@ -1,4 +1,4 @@
-import { type Env, normaliseDatabaseUrl, oneOf } from '../lib/config.ts';
+import { type Env, httpUrl, normaliseDatabaseUrl, oneOf, port } from '../lib/config.ts';
 import { redisUrl } from '../lib/redis/config.ts';
 
 /** Settings of the IdP refresh-grant benchmark (make bench-idp); every one optional. */
@@ -89,6 +89,23 @@ export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
     baseline: env.BENCH_GATEWAY_BASELINE || undefined,
     childEnv: env,
   });
+}
+
+/**
+ * The bare forwarder's settings (bench/gateway/bare-forwarder.ts), read from the variables the gateway benchmark
+ * starts every gateway with.
+ */
+export interface BareForwarderConfig {
+  /** GATEWAY_PORT */
+  port: number;
+  /** BENCH_MCP_UPSTREAM: the benchmark's upstream, as the gateway's service is pointed at it. */
+  upstream: URL;
+}
+
+export function loadBareForwarderConfig(env: Env): BareForwarderConfig {
+  const upstream = httpUrl(env, 'BENCH_MCP_UPSTREAM');
+  if (upstream === undefined) throw new Error('BENCH_MCP_UPSTREAM: required');
+  return Object.freeze({ port: port(env, 'GATEWAY_PORT', 0), upstream: new URL(upstream) });
 }
 
 /** Settings of the tool-server benchmark (make bench-tools); every one optional. */

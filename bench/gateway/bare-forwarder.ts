@@ -8,8 +8,10 @@
 // the gateway's ready line. docs/performance.md § Fourth confirmation reads the difference as the gateway's job.
 import { createServer } from 'node:http';
 import { type Dispatcher, Pool } from 'undici';
+import { processEnv } from '../../cli/config.ts';
+import { loadBareForwarderConfig } from '../config.ts';
 
-const upstream = new URL(process.env.BENCH_MCP_UPSTREAM ?? 'http://127.0.0.1:1');
+const { port, upstream } = loadBareForwarderConfig(processEnv());
 const pool = new Pool(upstream.origin, { bodyTimeout: 0 });
 const path = `${upstream.pathname.replace(/\/$/, '')}/mcp`;
 
@@ -41,6 +43,6 @@ const server = createServer((req, res) => {
 });
 // A clean exit on the benchmark's SIGTERM, so that --cpu-prof (BENCH_GATEWAY_NODE_OPTIONS) writes its profile.
 process.on('SIGTERM', () => process.exit(0));
-server.listen(Number(process.env.GATEWAY_PORT), '127.0.0.1', () => {
+server.listen(port, '127.0.0.1', () => {
   process.stdout.write(`${JSON.stringify({ msg: 'gateway listening' })}\n`);
 });
