@@ -4,31 +4,8 @@ export type { Logger };
 
 // Secrets never reach a log line: credentials travel in these headers and bodies, and the
 // authorization response's Location carries the code.
-const REDACT = [
-  'req.headers.authorization',
-  'req.headers.cookie',
-  'res.headers["set-cookie"]',
-  'res.headers.location',
-  '*.access_token',
-  '*.refresh_token',
-  '*.id_token',
-  '*.code',
-  '*.code_verifier',
-  '*.client_secret',
-  '*.token',
-  '*.password',
-];
-
-/**
- * The members the paths above name, looked for at any depth of an error. The paths reach one level down
- * (`err.token`); an error carries what its library put in it (`err.detail.token`, a request's `headers`, a
- * command's arguments), at any depth, and is logged whole only on the unexpected paths. Error lines are rare,
- * so walking them costs nothing on the hot paths.
- */
-const SECRET_MEMBERS = new Set([
-  'authorization',
-  'cookie',
-  'set-cookie',
+/** Members that hold a credential wherever they appear. */
+const SECRET_NAMES = [
   'access_token',
   'refresh_token',
   'id_token',
@@ -36,24 +13,45 @@ const SECRET_MEMBERS = new Set([
   'client_secret',
   'token',
   'password',
-]);
+];
+const REDACT = [
+  'req.headers.authorization',
+  'req.headers.cookie',
+  'res.headers["set-cookie"]',
+  'res.headers.location',
+  ...SECRET_NAMES.map((n) => `*.${n}`),
+  '*.code',
+];
+
+/**
+ * The members looked for at any depth of a logged error. The paths above reach one level down (`err.token`);
+ * an error carries what its library put in it (`err.detail.token`, a request's `headers`, a command's
+ * arguments), at any depth, and is logged whole only on the unexpected paths. Error lines are rare, so walking
+ * them costs nothing on the hot paths. `code` is left out: inside an error it is an error code (`ECONNRESET`).
+ */
+const SECRET_MEMBERS = new Set([...SECRET_NAMES, 'authorization', 'cookie', 'set-cookie']);
 const MAX_ERROR_DEPTH = 8;
 
 function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {
   if (value === null || typeof value !== 'object') return value;
   if (ArrayBuffer.isView(value) || value instanceof Date) return value;
+  // `seen` holds the path from the root: an object met twice side by side is written twice, a cycle is cut.
   if (seen.has(value)) return '[circular]';
   if (depth >= MAX_ERROR_DEPTH) return '[too deep]';
   seen.add(value);
-  if (value instanceof Error) return scrub(pino.stdSerializers.err(value), depth, seen);
-  if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
-  const out: Record<string, unknown> = {};
-  for (const key of Object.keys(value)) {
-    out[key] = SECRET_MEMBERS.has(key.toLowerCase())
-      ? '[redacted]'
-      : scrub((value as Record<string, unknown>)[key], depth + 1, seen);
+  try {
+    if (value instanceof Error) return scrub(pino.stdSerializers.err(value), depth, seen);
+    if (Array.isArray(value)) return value.map((v) => scrub(v, depth + 1, seen));
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value)) {
+      out[key] = SECRET_MEMBERS.has(key.toLowerCase())
+        ? '[redacted]'
+        : scrub((value as Record<string, unknown>)[key], depth + 1, seen);
+    }
+    return out;
+  } finally {
+    seen.delete(value);
   }
-  return out;
 }
 
 /** pino's error serializer, then every secret-named member at any depth replaced (see SECRET_MEMBERS). */

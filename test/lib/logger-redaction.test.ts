@@ -47,10 +47,16 @@ describe('log redaction', () => {
     loop.self = loop;
     let deep: Record<string, unknown> = { token: 'secret-deep' };
     for (let i = 0; i < 20; i++) deep = { next: deep };
-    log.warn({ err: { body: { access_token: 'secret-plain' }, loop, deep } }, 'odd error');
+    const shared = { kept: 'both places' };
+    log.warn(
+      { err: { body: { access_token: 'secret-plain' }, loop, deep, a: shared, b: shared } },
+      'odd error',
+    );
     expect(text()).not.toMatch(/secret-/);
-    const e = lines[0]!.err as { loop: { self: unknown }; deep: unknown };
+    const e = lines[0]!.err as { loop: { self: unknown }; deep: unknown; a: unknown; b: unknown };
     expect(e.loop.self).toBe('[circular]');
+    // An object met twice, not inside itself, is not a cycle.
+    expect(e.b).toEqual({ kept: 'both places' });
     expect(JSON.stringify(e.deep)).toContain('[too deep]');
   });
 
