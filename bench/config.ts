@@ -3,8 +3,13 @@ import { redisUrl } from '../lib/redis/config.ts';
 
 /** Settings of the IdP refresh-grant benchmark (make bench-idp); every one optional. */
 export interface IdpBenchConfig {
-  /** BENCH_SECONDS: measured seconds after the warm-up. */
+  /** BENCH_SECONDS: measured seconds of grants after the warm-up (and as many of bare signing beside them). */
   seconds: number;
+  /**
+   * BENCH_ROUNDS: the measured seconds are split into this many rounds, each a slice of bare signing (the load
+   * paused) then a slice of grants, so a drift in the shared machine's speed hits both sides of the ratio alike.
+   */
+  rounds: number;
   /** BENCH_DATABASE_URL: a server where the benchmark may create and drop its own database. */
   adminDatabaseUrl: string;
   /** BENCH_REDIS_URL */
@@ -35,6 +40,7 @@ function positive(env: Env, name: string, fallback: number): number {
 export function loadIdpBenchConfig(env: Env): IdpBenchConfig {
   return Object.freeze({
     seconds: positive(env, 'BENCH_SECONDS', 10),
+    rounds: Math.round(positive(env, 'BENCH_ROUNDS', 5)),
     adminDatabaseUrl: normaliseDatabaseUrl(
       env.BENCH_DATABASE_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
       'BENCH_DATABASE_URL',

@@ -5,10 +5,14 @@
 // Shape: 20 clients, each rotating its own refresh-token chain as fast as it can; scope includes openid,
 // so every grant signs an access token AND an id_token and appends its audit row. Postgres on this machine.
 // The IdP is pinned to CPU 0 and the load generator (this process) to CPU 1 with taskset.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+// The measured seconds run in rounds (BENCH_ROUNDS): in each, the load pauses while bare signing is measured on
+// CPU 0, then grants are measured for as long. Both sides of the ratio come from the same minutes, so a shared
+// machine whose speed drifts moves them together (one sign-rate reading at the start let it move the ratio alone).
+import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { cpus } from 'node:os';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { processEnv } from '../cli/config.ts';
 import { loadIdpBenchConfig } from './config.ts';
@@ -34,10 +38,16 @@ const pinned = (cpu: number, cmd: string, args: string[]) =>
 
 if (haveTaskset) execFileSync('taskset', ['-cp', '1', String(process.pid)], { stdio: 'ignore' });
 
-function signRate(): { signsPerSecond: number; cpuUsPerSign: number } {
-  const [cmd, args] = pinned(0, process.execPath, [`${root}bench/lib/sign-rate.ts`, '3']);
-  const out = execFileSync(cmd, args, { encoding: 'utf8' });
-  return JSON.parse(out.trim());
+interface SignRate {
+  signsPerSecond: number;
+  cpuUsPerSign: number;
+}
+
+/** Bare node:crypto signing on CPU 0 for `seconds` (bench/lib/sign-rate.ts), while nothing else runs there. */
+async function signRate(seconds: number): Promise<SignRate> {
+  const [cmd, args] = pinned(0, process.execPath, [`${root}bench/lib/sign-rate.ts`, String(seconds)]);
+  const { stdout } = await promisify(execFile)(cmd, args, { encoding: 'utf8' });
+  return JSON.parse(stdout.trim());
 }
 
 async function setupDatabase() {
@@ -154,7 +164,6 @@ async function main() {
   console.log(
     `IdP refresh-grant benchmark — ${cpus()[0]?.model ?? 'cpu'} x${cpus().length}, Node ${process.versions.node}${haveTaskset ? ', IdP on CPU 0, load on CPU 1' : ', no taskset: unpinned'}`,
   );
-  const { signsPerSecond: signs, cpuUsPerSign } = signRate();
   const db = await setupDatabase();
   const idp = await startIdp(db.url);
   const http = new Pool(ISSUER, { connections: CLIENTS, pipelining: 1 });
@@ -165,40 +174,85 @@ async function main() {
     let errors = 0;
     const latencies: number[] = [];
     let stop = false;
+    // The load pauses while bare signing is measured: `gate` holds the workers, `drained` wakes the pause once
+    // the last grant in flight has been answered (the IdP is then idle on CPU 0).
+    let gate: { wait: Promise<void>; open: () => void } | undefined;
+    let inFlight = 0;
+    let drained: (() => void) | undefined;
     const worker = async (i: number) => {
       while (!stop) {
-        const t0 = performance.now();
-        const res = await http.request({
-          method: 'POST',
-          path: '/oauth/token',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          body: `grant_type=refresh_token&client_id=platform-cli&refresh_token=${chains[i]}`,
-        });
-        const body = (await res.body.json()) as { refresh_token?: string; id_token?: string };
-        if (res.statusCode !== 200 || !body.refresh_token || !body.id_token) {
-          errors++;
-          if (errors > 20) throw new Error(`refresh failed: ${res.statusCode} ${JSON.stringify(body)}`);
+        if (gate) {
+          await gate.wait;
           continue;
         }
-        chains[i] = body.refresh_token;
-        if (counting) {
-          grants++;
-          latencies.push(performance.now() - t0);
+        inFlight++;
+        try {
+          const t0 = performance.now();
+          const res = await http.request({
+            method: 'POST',
+            path: '/oauth/token',
+            headers: { 'content-type': 'application/x-www-form-urlencoded' },
+            body: `grant_type=refresh_token&client_id=platform-cli&refresh_token=${chains[i]}`,
+          });
+          const body = (await res.body.json()) as { refresh_token?: string; id_token?: string };
+          if (res.statusCode !== 200 || !body.refresh_token || !body.id_token) {
+            errors++;
+            if (errors > 20) throw new Error(`refresh failed: ${res.statusCode} ${JSON.stringify(body)}`);
+            continue;
+          }
+          chains[i] = body.refresh_token;
+          if (counting) {
+            grants++;
+            latencies.push(performance.now() - t0);
+          }
+        } finally {
+          if (--inFlight === 0) drained?.();
         }
       }
     };
+    const pause = async () => {
+      let open = () => {};
+      gate = { wait: new Promise<void>((r) => (open = r)), open };
+      if (inFlight > 0) await new Promise<void>((r) => (drained = r));
+      drained = undefined;
+    };
+    const resume = () => {
+      gate?.open();
+      gate = undefined;
+    };
+    const sleep = (s: number) => new Promise((r) => setTimeout(r, s * 1000));
+
     const workers = chains.map((_, i) => worker(i));
-    await new Promise((r) => setTimeout(r, WARMUP_S * 1000));
-    counting = true;
-    const cpu0 = cpuSeconds(idp.pid);
+    // A worker that fails ends the run at once (not after the remaining rounds).
+    const failed = Promise.all(workers).then(() => new Promise<never>(() => {}));
+    const during = <T>(p: Promise<T>) => Promise.race([p, failed]);
+    await during(sleep(WARMUP_S));
+
+    const slice = MEASURE_S / config.rounds;
+    const signs: SignRate[] = [];
+    const rounds: Array<{ grants: number; seconds: number }> = [];
+    let idpCpu = 0;
+    let elapsed = 0;
     const servers0 = { pg: cpuSecondsByName(['postgres']), redis: cpuSecondsByName(['redis-server']) };
-    const t0 = performance.now();
-    await new Promise((r) => setTimeout(r, MEASURE_S * 1000));
-    counting = false;
-    const cpu1 = cpuSeconds(idp.pid);
+    for (let r = 0; r < config.rounds; r++) {
+      await during(pause());
+      signs.push(await signRate(slice));
+      resume();
+      const before = grants;
+      const cpu0 = cpuSeconds(idp.pid);
+      const t0 = performance.now();
+      counting = true;
+      await during(sleep(slice));
+      counting = false;
+      const seconds = (performance.now() - t0) / 1000;
+      idpCpu += (cpuSeconds(idp.pid) ?? Number.NaN) - (cpu0 ?? Number.NaN);
+      elapsed += seconds;
+      rounds.push({ grants: grants - before, seconds });
+    }
+    // Postgres and Redis over the whole measured stretch: they are idle while the load pauses.
     const servers1 = { pg: cpuSecondsByName(['postgres']), redis: cpuSecondsByName(['redis-server']) };
-    const elapsed = (performance.now() - t0) / 1000;
     stop = true;
+    resume();
     await Promise.all(workers);
     const audit = await db.pool.query('SELECT count(*)::int AS n FROM platform.issuance_audit');
     const rotated =
@@ -207,15 +261,20 @@ async function main() {
         : undefined;
 
     const rate = grants / elapsed;
+    // The sign rate and one signature's CPU over the same rounds (each slice as long as a grant slice).
+    const signsPerSecond = signs.reduce((a, s) => a + s.signsPerSecond, 0) / signs.length;
+    const cpuUsPerSign = signs.reduce((a, s) => a + s.cpuUsPerSign, 0) / signs.length;
     // The IdP's CPU per grant (user + system, /proc): steadier than the rate on a shared machine.
-    const cpuPerGrant =
-      cpu0 === undefined || cpu1 === undefined ? Number.NaN : ((cpu1 - cpu0) * 1e6) / grants;
+    const cpuPerGrant = (idpCpu * 1e6) / grants;
     latencies.sort((a, b) => a - b);
-    const ratio = rate / signs;
+    const ratio = rate / signsPerSecond;
+    const perRound = rounds
+      .map((r, i) => `${(r.grants / r.seconds / signs[i]!.signsPerSecond).toFixed(3)}×`)
+      .join(', ');
     console.log('');
     console.log('| measure                                   | value        |');
     console.log('|-------------------------------------------|--------------|');
-    console.log(`| node:crypto RS256 signs/s (1 core)        | ${signs.toFixed(0).padStart(12)} |`);
+    console.log(`| node:crypto RS256 signs/s (1 core)        | ${signsPerSecond.toFixed(0).padStart(12)} |`);
     console.log(`| refresh grants/s (${CLIENTS} chains, openid)      | ${rate.toFixed(0).padStart(12)} |`);
     console.log(
       `| grant latency p50 / p99 (ms)              | ${`${percentile(latencies, 50).toFixed(1)} / ${percentile(latencies, 99).toFixed(1)}`.padStart(12)} |`,
@@ -238,7 +297,7 @@ async function main() {
       console.log(`| signing keys created (rotation auto, 6 s) | ${String(rotated).padStart(12)} |`);
     console.log('');
     console.log(
-      `ratio: ${ratio.toFixed(3)} x the sign rate (target >= 0.35; certified oidc-provider + Postgres ~ 0.12)`,
+      `ratio: ${ratio.toFixed(3)} x the sign rate (target >= 0.35; certified oidc-provider + Postgres ~ 0.12); per round: ${perRound}`,
     );
     // The same ratio if the IdP's core were the only limit: one signature's CPU over one grant's.
     console.log(
