@@ -14,7 +14,6 @@ import {
   optionalSecret,
   optionalString,
   port,
-  requiredSecret,
   requiredString,
   secretGiven,
 } from '../lib/config.ts';
@@ -307,9 +306,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
   return Object.freeze({
     port: idpPort,
     issuer,
-    privateKey: rotation
-      ? optionalSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY')
-      : requiredSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY'),
+    privateKey: rotation ? optionalSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY') : staticSigningKey(env),
     keyRotation: rotation,
     audience: requiredString(env, 'PLATFORM_AUDIENCE'),
     services,
@@ -345,4 +342,16 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
       subjectProvider: optionalString(env, 'PLATFORM_AUTHJS_SUBJECT_PROVIDER') ?? 'microsoft-entra-id',
     }),
   });
+}
+
+/** PLATFORM_OIDC_PRIVATE_KEY without rotation: required, and the error names the other way to run. */
+function staticSigningKey(env: Env): string {
+  const key = optionalSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY');
+  if (key === undefined) {
+    throw new ConfigError(
+      'PLATFORM_OIDC_PRIVATE_KEY',
+      'is required (or PLATFORM_OIDC_PRIVATE_KEY_FILE, a file holding it), unless PLATFORM_KEY_ROTATION=auto keeps the signing keys in Postgres',
+    );
+  }
+  return key;
 }

@@ -451,6 +451,30 @@ describe('deploy/compose.yaml', () => {
     for (const s of SERVICES) expect(() => loadToolConfig(s, envOf(`tool-${s}`))).toThrow(ConfigError);
   });
 
+  it('lets a rotating IdP start without PLATFORM_OIDC_PRIVATE_KEY, and a static one name both ways without it', () => {
+    // docs/idp.md: with rotation the key is imported once and may then be removed from deploy/.env.
+    const { PLATFORM_OIDC_PRIVATE_KEY: _key, ...withoutKey } = example;
+    const idpEnv = (vars: Record<string, string>) =>
+      Object.fromEntries(
+        Object.entries(services.idp!.environment ?? {}).map(([k, v]) => [
+          k,
+          ownSecret(interpolate(String(v), vars)),
+        ]),
+      );
+    const rotating = idpEnv({
+      ...withoutKey,
+      PLATFORM_KEY_ROTATION: 'auto',
+      PLATFORM_KEY_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
+    });
+    expect(rotating.PLATFORM_OIDC_PRIVATE_KEY).toBe('');
+    const config = loadIdpConfig(rotating);
+    expect(config.keyRotation).toBeDefined();
+    expect(config.privateKey).toBeUndefined();
+    expect(() => loadIdpConfig(idpEnv(withoutKey))).toThrow(
+      /^PLATFORM_OIDC_PRIVATE_KEY: is required .*unless PLATFORM_KEY_ROTATION=auto/,
+    );
+  });
+
   it("gives each tool server only its own identity key, the one the gateway's secret derives for it", () => {
     const secret = envOf('gateway').GATEWAY_IDENTITY_SECRET!;
     for (const s of SERVICES) {
