@@ -269,11 +269,12 @@ describe('deploy/compose.yaml', () => {
   }
   const example = envFile(deployFile('env.example'));
   const used = new Set<string>();
-  const envOf = (name: string): Record<string, string> =>
+  /** A service's environment as compose interpolates it from `vars` (deploy/.env; env.example's by default). */
+  const envOf = (name: string, vars: Record<string, string> = example): Record<string, string> =>
     Object.fromEntries(
       Object.entries(services[name]!.environment ?? {}).map(([k, v]) => [
         k,
-        interpolate(String(v), example, used),
+        interpolate(String(v), vars, used),
       ]),
     );
   // env.example's secrets are published, so every server refuses them (test/security/example-secrets.test.ts):
@@ -289,8 +290,8 @@ describe('deploy/compose.yaml', () => {
       ? randomBytes(32).toString('hex')
       : randomBytes(36).toString('base64url');
   };
-  const ownEnvOf = (name: string): Record<string, string> =>
-    Object.fromEntries(Object.entries(envOf(name)).map(([k, v]) => [k, ownSecret(v)]));
+  const ownEnvOf = (name: string, vars: Record<string, string> = example): Record<string, string> =>
+    Object.fromEntries(Object.entries(envOf(name, vars)).map(([k, v]) => [k, ownSecret(v)]));
 
   it('has the whole stack', () => {
     expect(Object.keys(services).sort()).toEqual(
@@ -454,14 +455,7 @@ describe('deploy/compose.yaml', () => {
   it('lets a rotating IdP start without PLATFORM_OIDC_PRIVATE_KEY, and a static one name both ways without it', () => {
     // docs/idp.md: with rotation the key is imported once and may then be removed from deploy/.env.
     const { PLATFORM_OIDC_PRIVATE_KEY: _key, ...withoutKey } = example;
-    const idpEnv = (vars: Record<string, string>) =>
-      Object.fromEntries(
-        Object.entries(services.idp!.environment ?? {}).map(([k, v]) => [
-          k,
-          ownSecret(interpolate(String(v), vars)),
-        ]),
-      );
-    const rotating = idpEnv({
+    const rotating = ownEnvOf('idp', {
       ...withoutKey,
       PLATFORM_KEY_ROTATION: 'auto',
       PLATFORM_KEY_ENCRYPTION_KEY: randomBytes(36).toString('base64url'),
@@ -470,7 +464,7 @@ describe('deploy/compose.yaml', () => {
     const config = loadIdpConfig(rotating);
     expect(config.keyRotation).toBeDefined();
     expect(config.privateKey).toBeUndefined();
-    expect(() => loadIdpConfig(idpEnv(withoutKey))).toThrow(
+    expect(() => loadIdpConfig(ownEnvOf('idp', withoutKey))).toThrow(
       /^PLATFORM_OIDC_PRIVATE_KEY: is required .*unless PLATFORM_KEY_ROTATION=auto/,
     );
   });
