@@ -16,7 +16,7 @@ import { createMcpEndpoint, type McpEndpoint } from '../../tools/kit/mcp.ts';
 import { defineTool } from '../../tools/kit/tool.ts';
 import { ToolError } from '../../tools/kit/tool-errors.ts';
 import { whoami } from '../../tools/platform/tools/whoami.ts';
-import { identityFor, signedHeaders, toolKey } from './helpers.ts';
+import { crashTool, identityFor, signedHeaders, toolKey } from './helpers.ts';
 
 const SERVICE = 'platform';
 const PATH = `/${SERVICE}/mcp`;
@@ -45,16 +45,6 @@ const refuse = defineTool({
   output: z.object({ ok: z.boolean() }),
   async run() {
     throw new ToolError('forbidden_thing', 'this is refused', 403);
-  },
-});
-const crash = defineTool({
-  name: 'crash',
-  title: 'Crash',
-  description: 'Always fails unexpectedly.',
-  input: z.object({}),
-  output: z.object({ ok: z.boolean() }),
-  async run() {
-    throw new Error('boom');
   },
 });
 const badOutput = defineTool({
@@ -89,7 +79,7 @@ const slowCheck = defineTool({
     return args;
   },
 });
-const TOOLS = [whoami, echo, refuse, crash, badOutput, regional, slowCheck];
+const TOOLS = [whoami, echo, refuse, crashTool, badOutput, regional, slowCheck];
 
 interface Kit {
   port: number;

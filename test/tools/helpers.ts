@@ -9,10 +9,12 @@ import {
 } from '@modelcontextprotocol/client';
 import { Client as LegacyClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as LegacyTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { z } from 'zod';
 import type { Identity } from '../../lib/identity.ts';
 import { bodySha256, deriveIdentityKey, signIdentity } from '../../lib/identity.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { loadToolConfig, type ToolServerConfig } from '../../tools/config.ts';
+import { defineTool } from '../../tools/kit/tool.ts';
 import { type RunningToolServer, startToolServer } from '../../tools/server.ts';
 import { startTcpRelay } from '../helpers/tcp-relay.ts';
 
@@ -207,3 +209,15 @@ export async function startPostgresRelay(targetUrl: string): Promise<PostgresRel
   const relay = await startTcpRelay(Number(new URL(targetUrl).port || 5432));
   return { url: relay.urlFor(targetUrl), down: relay.down, up: relay.up, close: relay.down };
 }
+
+/** A tool that fails with an unexpected error: the 500 path and its log line. */
+export const crashTool = defineTool({
+  name: 'crash',
+  title: 'Crash',
+  description: 'Always fails unexpectedly.',
+  input: z.object({}),
+  output: z.object({ ok: z.boolean() }),
+  async run() {
+    throw new Error('boom');
+  },
+});

@@ -12,7 +12,7 @@ import { createHostGuard } from '../../tools/kit/host-guard.ts';
 import { createMcpEndpoint, type McpEndpoint } from '../../tools/kit/mcp.ts';
 import { defineTool } from '../../tools/kit/tool.ts';
 import { whoami } from '../../tools/platform/tools/whoami.ts';
-import { identityFor, signedHeaders, toolKey } from './helpers.ts';
+import { crashTool, identityFor, signedHeaders, toolKey } from './helpers.ts';
 
 const SERVICE = 'platform';
 const REVISION = '2026-07-28';
@@ -29,16 +29,6 @@ const chatty = defineTool({
     return { ok: true };
   },
 });
-const crash = defineTool({
-  name: 'crash',
-  title: 'Crash',
-  description: 'Fails unexpectedly.',
-  input: z.object({}),
-  output: z.object({ ok: z.boolean() }),
-  async run() {
-    throw new Error('boom');
-  },
-});
 
 type Line = Record<string, unknown>;
 let lines: Line[];
@@ -52,7 +42,7 @@ beforeAll(async () => {
     name: 'log-lines-test',
     destination: { write: (l: string) => void lines.push(JSON.parse(l)) },
   });
-  mcp = createMcpEndpoint({ name: SERVICE, version: '1.0.0', tools: [whoami, chatty, crash], log });
+  mcp = createMcpEndpoint({ name: SERVICE, version: '1.0.0', tools: [whoami, chatty, crashTool], log });
   server = createServer(
     createToolHandler(
       {
