@@ -1,12 +1,8 @@
 import { createHash } from 'node:crypto';
-import {
-  calculateJwkThumbprint,
-  decodeProtectedHeader,
-  EmbeddedJWK,
-  type JWK,
-  type JWTPayload,
-  jwtVerify,
-} from 'jose';
+import { decodeProtectedHeader, type JWK, type JWTPayload, jwtVerify } from 'jose';
+import { cachedEmbeddedJwk, embeddedJwkThumbprint } from './embedded-key.ts';
+
+export { jwkThumbprint } from './embedded-key.ts';
 
 /** Every algorithm a proof may be signed with (asymmetric only, RFC 9449 §4.2); servers list a subset. */
 export const DPOP_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
@@ -56,9 +52,6 @@ export interface DpopVerifyOptions {
 /** `ath`: base64url(SHA-256(access token)) (RFC 9449 §4.2). */
 export const accessTokenHash = (token: string) => createHash('sha256').update(token).digest('base64url');
 
-/** RFC 7638 SHA-256 thumbprint of a public JWK, base64url. */
-export const jwkThumbprint = (jwk: JWK) => calculateJwkThumbprint(jwk, 'sha256');
-
 /**
  * The URL form htu is compared in (RFC 9449 §4.3 check 9, RFC 3986 §6.2.2–6.2.3): scheme and host lowercased,
  * default port dropped, empty path as `/`, no query, no fragment. undefined when it is not an absolute http(s) URL.
@@ -97,7 +90,10 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
   if (PRIVATE_MEMBERS.some((m) => m in jwk)) throw bad('the DPoP proof jwk must be a public key');
   let payload: JWTPayload;
   try {
-    ({ payload } = await jwtVerify(proof, EmbeddedJWK, { typ: 'dpop+jwt', algorithms: [...o.algorithms] }));
+    ({ payload } = await jwtVerify(proof, cachedEmbeddedJwk, {
+      typ: 'dpop+jwt',
+      algorithms: [...o.algorithms],
+    }));
   } catch (e) {
     if (e instanceof DpopProofError) throw e;
     throw bad('the DPoP proof signature or jwk is not valid');
@@ -128,6 +124,6 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
       throw new DpopProofError('use_dpop_nonce', 'the authorization server requires a fresh DPoP nonce');
     }
   }
-  const publicJwk = jwk as JWK;
-  return { jkt: await jwkThumbprint(publicJwk), jti, iat, jwk: publicJwk };
+  // The thumbprint of the key the signature was just verified with (kept beside it: docs/performance.md).
+  return { jkt: await embeddedJwkThumbprint(header), jti, iat, jwk: jwk as JWK };
 }

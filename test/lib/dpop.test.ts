@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, KeyObject, sign as nodeSign } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { describe, expect, inject, it } from 'vitest';
+import { EMBEDDED_KEYS_HELD, embeddedKeys } from '../../lib/dpop/embedded-key.ts';
 import {
   accessTokenHash,
   DpopNonces,
@@ -166,6 +167,76 @@ describe('verifyDpopProof', () => {
       'use_dpop_nonce',
     );
     await verify(await proof({ claims: { nonce: 'b' } }), { nonce: 'b' });
+  });
+});
+
+// A proof's key is imported once per (alg, jwk) and kept (lib/dpop/embedded-key.ts): what is kept must never stand
+// in for a check. Each test starts with nothing kept.
+describe('verifyDpopProof with keys seen before', () => {
+  const fresh = async () => {
+    embeddedKeys.clear();
+    const k = await generateKeyPair('ES256', { extractable: true });
+    return { ...k, jwk: await exportJWK(k.publicKey) };
+  };
+
+  it('keeps one entry per key and still checks the signature of every proof against it', async () => {
+    const k = await fresh();
+    const first = await verify(await proof({ key: k.privateKey, jwk: k.jwk }));
+    const second = await verify(await proof({ key: k.privateKey, jwk: k.jwk }));
+    expect(embeddedKeys.size).toBe(1);
+    expect(second.jkt).toBe(first.jkt);
+    expect(second.jkt).toBe(await jwkThumbprint(k.jwk));
+    // The kept key's jwk, signed by someone else: refused, however often the key was seen.
+    expect((await refused(await proof({ key: other.privateKey, jwk: k.jwk }))).message).toMatch(/signature/);
+    // And one byte of a good proof's signature changed.
+    const good = await proof({ key: k.privateKey, jwk: k.jwk });
+    const flipped = `${good.slice(0, -2)}${good.at(-2) === 'A' ? 'B' : 'A'}${good.at(-1)}`;
+    expect((await refused(flipped)).message).toMatch(/signature/);
+  });
+
+  it('does not let a kept key pass under another alg', async () => {
+    const k = await fresh();
+    await verify(await proof({ key: k.privateKey, jwk: k.jwk }));
+    // The same P-256 jwk under ES384, signed with it over SHA-384: a key/alg mismatch jose refuses.
+    const header = Buffer.from(JSON.stringify({ alg: 'ES384', typ: 'dpop+jwt', jwk: k.jwk })).toString(
+      'base64url',
+    );
+    const body = Buffer.from(JSON.stringify({ htm: 'POST', htu: URL_, iat: NOW, jti: 'j-384' })).toString(
+      'base64url',
+    );
+    const sig = nodeSign('sha384', Buffer.from(`${header}.${body}`), {
+      key: KeyObject.from(k.privateKey),
+      dsaEncoding: 'ieee-p1363',
+    }).toString('base64url');
+    const e = await refused(`${header}.${body}.${sig}`, { algorithms: [...ALGS, 'ES384'] });
+    expect(e.message).toMatch(/signature or jwk/);
+  });
+
+  it('keeps nothing for a jwk it refuses, nor for a padded one', async () => {
+    const k = await fresh();
+    await refused(await proof({ jwk: { ...k.jwk, x: 'AAAA' } }));
+    expect(embeddedKeys.size).toBe(0);
+    // Extra members are allowed in a jwk; a long one is verified but not kept.
+    const padded = { ...k.jwk, note: 'x'.repeat(3000) } as JWK;
+    await expect(verify(await proof({ key: k.privateKey, jwk: padded }))).resolves.toMatchObject({
+      jkt: await jwkThumbprint(k.jwk),
+    });
+    expect(embeddedKeys.size).toBe(0);
+  });
+
+  it('holds at most EMBEDDED_KEYS_HELD keys', async () => {
+    const k = await fresh();
+    await verify(await proof({ key: k.privateKey, jwk: k.jwk }));
+    for (let i = 0; i < EMBEDDED_KEYS_HELD; i++) {
+      const n = await generateKeyPair('ES256', { extractable: true });
+      await verify(await proof({ key: n.privateKey, jwk: await exportJWK(n.publicKey) }));
+    }
+    expect(embeddedKeys.size).toBe(EMBEDDED_KEYS_HELD);
+    // The first key was pushed out; its proofs verify as before (imported again, another pushed out).
+    await expect(verify(await proof({ key: k.privateKey, jwk: k.jwk }))).resolves.toMatchObject({
+      jkt: await jwkThumbprint(k.jwk),
+    });
+    expect(embeddedKeys.size).toBe(EMBEDDED_KEYS_HELD);
   });
 });
 
