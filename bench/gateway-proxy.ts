@@ -6,9 +6,7 @@
 // verified-token cache holds 50 entries and revocation is checked on every request); real Redis. The upstream
 // and the proxy under test are pinned to core 0, the load generator to core 1, and the same load is run
 // straight at the upstream, through the gateway, through a second gateway with a 50-rule per-tool policy
-// (bench/gateway/policy.ts; the ratio to the first is the policy's cost), with DPoP-bound tokens and a fresh
-// proof per request through a third (each gateway target its own process, as each HAProxy reference is, so no
-// target's rounds shape another's JIT and heap) and, when `haproxy` is installed, through HAProxy twice
+// (bench/gateway/policy.ts; the ratio to the first is the policy's cost) and, when `haproxy` is installed, through HAProxy twice
 // (bench/gateway/haproxy.ts): verifying RS256 only — the reference the issue's target is named after — and
 // doing the gateway's whole per-request job.
 //
@@ -156,10 +154,6 @@ async function orchestrate(): Promise<void> {
     const policyFile = join(scratch, 'policy.yaml');
     writeFileSync(policyFile, benchPolicy(SERVICE, tokens.length));
     const withPolicy = await startGateway({ GATEWAY_POLICY_FILE: policyFile });
-    // DPoP requests through a gateway of their own: sharing the Bearer target's process, its rounds left that
-    // process's JIT and heap shaped by proof verification while the Bearer target (the one HAProxy is compared
-    // with) was measured, 5–7 µs a request in docs/performance.md § DPoP proofs.
-    const dpopGateway = await startGateway();
 
     const targets: Target[] = [
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
@@ -167,10 +161,10 @@ async function orchestrate(): Promise<void> {
       { name: 'gateway + 50-rule policy', url: withPolicy.url, proxy: withPolicy.child, runs: [] },
       {
         name: 'gateway, DPoP (ES256 proofs)',
-        url: dpopGateway.url,
-        proxy: dpopGateway.child,
+        url: gateway.url,
+        proxy: gateway.child,
         runs: [],
-        dpop: { htu: `${dpopGateway.url}/${SERVICE}/mcp`, keys: dpopKeys },
+        dpop: { htu: `${gateway.url}/${SERVICE}/mcp`, keys: dpopKeys },
       },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
@@ -291,7 +285,7 @@ async function orchestrate(): Promise<void> {
       ).toFixed(
         3,
       )}× (gateway alone: +${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request)`,
-      `ratio DPoP / Bearer (two gateways of this build, same run): ${(dpop.requestsPerSecond / through.requestsPerSecond).toFixed(3)}×; per round: ${targets[3]!.runs
+      `ratio DPoP / Bearer (same gateway, same run): ${(dpop.requestsPerSecond / through.requestsPerSecond).toFixed(3)}×; per round: ${targets[3]!.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[1]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
         .join(
           ', ',
