@@ -9,7 +9,7 @@ import {
 
 // A DPoP client signs every proof with the same key, and each proof carries that key in its `jwk` header. jose's
 // EmbeddedJWK imports it again for every proof (WebCrypto importKey, ~100 µs of CPU a proof), and the RFC 7638
-// thumbprint the token is bound to costs another ~40 µs (WebCrypto digest); docs/performance.md § DPoP proofs.
+// thumbprint the token is bound to costs another ~40 µs (WebCrypto digest); docs/gateway.md § What DPoP costs.
 // Both depend only on the header's `alg` and `jwk`, so they are kept per (alg, jwk): a proof whose key was seen
 // before skips the import and the digest. Its signature and claims are still verified, every time.
 

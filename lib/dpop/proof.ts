@@ -124,6 +124,6 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
       throw new DpopProofError('use_dpop_nonce', 'the authorization server requires a fresh DPoP nonce');
     }
   }
-  // The thumbprint of the key the signature was just verified with (kept beside it: docs/performance.md).
+  // The thumbprint of the key the signature was just verified with (kept beside it: lib/dpop/embedded-key.ts).
   return { jkt: await embeddedJwkThumbprint(header), jti, iat, jwk: jwk as JWK };
 }
