@@ -3,10 +3,15 @@
 // one. No cluster is involved: this machine cannot run one. Each rule is a function returning its problems, and
 // each is also run against a copy of the rendering broken on purpose, so a rule that stopped looking would fail.
 import { execFileSync } from 'node:child_process';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { loadIdpConfig } from '../../idp/config.ts';
 import { SHUTDOWN_LINGER_MS } from '../../lib/lifecycle.ts';
-import { REPO_DIR } from './support.ts';
+import { REPO_DIR, withMountedFiles } from './support.ts';
 
 // biome-ignore lint/suspicious/noExplicitAny: rendered manifests are plain JSON, checked field by field below.
 type Obj = any;
@@ -14,6 +19,7 @@ type Obj = any;
 const KUBECTL = process.env.KUBECTL ?? 'kubectl';
 const SECRET_VARIABLES = [
   'PLATFORM_OIDC_PRIVATE_KEY',
+  'PLATFORM_KEY_ENCRYPTION_KEY',
   'GATEWAY_IDENTITY_SECRET',
   'TOOL_IDENTITY_KEY',
   'GRAPH_CLIENT_SECRET',
@@ -28,9 +34,21 @@ const SERVERS = ['idp', 'gateway', 'tool-platform', 'tool-mail', 'tool-deals'];
 // (10 s, lib/lifecycle.ts drain and GATEWAY_SHUTDOWN_GRACE_SECONDS' default), flush the logs (2 s).
 const DRAIN_SECONDS = SHUTDOWN_LINGER_MS / 1000 + 10 + 2;
 
-function render(): Obj[] {
-  const out = execFileSync(KUBECTL, ['kustomize', `${REPO_DIR}deploy/kubernetes`], { encoding: 'utf8' });
+function render(dir = `${REPO_DIR}deploy/kubernetes`): Obj[] {
+  const out = execFileSync(KUBECTL, ['kustomize', dir], { encoding: 'utf8' });
   return parseAllDocuments(out).map((d) => d.toJSON());
+}
+
+/** An overlay of the base with the given components (paths under deploy/kubernetes), as an operator writes one. */
+function renderWith(scratch: string, ...components: string[]): Obj[] {
+  const overlay = mkdtempSync(join(scratch, 'overlay-'));
+  // kustomize takes only relative paths to the base and its components.
+  const base = relative(overlay, `${REPO_DIR}deploy/kubernetes`);
+  writeFileSync(
+    join(overlay, 'kustomization.yaml'),
+    `resources:\n  - ${base}\ncomponents:\n${components.map((c) => `  - ${base}/${c}\n`).join('')}`,
+  );
+  return render(overlay);
 }
 
 const byKind = (objs: Obj[], kind: string): Obj[] => objs.filter((o) => o.kind === kind);
@@ -380,5 +398,77 @@ describe('deploy/kubernetes (offline: rendered and validated, never applied to a
     // The generated ConfigMap is the one each Deployment reads (its hashed name rolls the pods on a change).
     const gw = podSpec(named(objs, 'Deployment', 'gateway')).containers[0];
     expect(gw.envFrom[0].configMapRef.name).toBe(config.metadata.name);
+  });
+});
+
+// deploy/kubernetes/key-rotation: the component that switches signing-key rotation on. The IdP's environment
+// (its ConfigMap and env) and its Secret's files, as the pod would see them, fed to the IdP's own config loader.
+describe('deploy/kubernetes/key-rotation (a kustomize Component over the base)', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'k8s-key-rotation-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+  // The keys of the Secret platform-idp in a deployment of its own.
+  const secret: Record<string, string> = {
+    'oidc-private-key': generateKeyPairSync('rsa', { modulusLength: 2048 })
+      .privateKey.export({ type: 'pkcs8', format: 'pem' })
+      .toString(),
+    'database-url': 'postgresql://platform_idp:own-password@postgres:5432/platform',
+    'redis-url': 'redis://idp:own-password@redis:6379',
+    'key-encryption-key': randomBytes(36).toString('base64url'),
+  };
+
+  /** The IdP container's view: ConfigMap values, then its env, and the Secret's items where they are mounted. */
+  function idpConfig(objs: Obj[]) {
+    const spec = podSpec(named(objs, 'Deployment', 'idp'));
+    const c = spec.containers[0];
+    const env: Record<string, string> = {};
+    for (const from of c.envFrom ?? [])
+      Object.assign(env, named(objs, 'ConfigMap', from.configMapRef.name).data);
+    for (const e of c.env ?? []) env[e.name] = e.value;
+    const mounted: Record<string, string> = {};
+    for (const m of c.volumeMounts ?? []) {
+      const v = spec.volumes.find((x: Obj) => x.name === m.name);
+      if (v?.secret?.secretName !== 'platform-idp') continue;
+      for (const item of v.secret.items) mounted[`${m.mountPath}/${item.path}`] = secret[item.key]!;
+    }
+    return loadIdpConfig(withMountedFiles(env, mounted, scratch));
+  }
+
+  it('the base leaves rotation off: the static key signs', () => {
+    const config = idpConfig(render());
+    expect(config.keyRotation).toBeUndefined();
+    expect(config.privateKey).toBe(secret['oidc-private-key']!.trim());
+  });
+
+  it('switches rotation on, the encryption key a file of platform-idp, the static key still imported', async () => {
+    const objs = renderWith(scratch, 'key-rotation');
+    const config = idpConfig(objs);
+    expect(config.keyRotation).toMatchObject({ encryptionKey: secret['key-encryption-key'] });
+    expect(config.privateKey).toBe(secret['oidc-private-key']!.trim());
+    // Still valid, still secrets by reference only.
+    expect(await validationProblems(objs)).toEqual([]);
+    expect(secretProblems(objs)).toEqual([]);
+    const broken = structuredClone(objs);
+    podSpec(named(broken, 'Deployment', 'idp')).volumes[0].secret.items = podSpec(
+      named(broken, 'Deployment', 'idp'),
+    ).volumes[0].secret.items.filter((i: Obj) => i.key !== 'key-encryption-key');
+    expect(secretProblems(broken)).toEqual([
+      'Deployment/idp/idp: PLATFORM_KEY_ENCRYPTION_KEY_FILE names key-encryption-key, not an item of Secret platform-idp',
+    ]);
+  });
+
+  it('changes nothing but the IdP Deployment', () => {
+    const base = render();
+    const objs = renderWith(scratch, 'key-rotation');
+    const others = (list: Obj[]) =>
+      list.filter((o) => !(o.kind === 'Deployment' && o.metadata.name === 'idp'));
+    expect(others(objs)).toEqual(others(base));
+    // And in it, two variables and one Secret item.
+    const idp = (list: Obj[]) => podSpec(named(list, 'Deployment', 'idp'));
+    const names = (list: Obj[]) => idp(list).containers[0].env.map((e: Obj) => e.name);
+    expect(names(objs).filter((n: string) => !names(base).includes(n))).toEqual([
+      'PLATFORM_KEY_ROTATION',
+      'PLATFORM_KEY_ENCRYPTION_KEY_FILE',
+    ]);
+    expect(idp(objs).volumes[0].secret.items.length).toBe(idp(base).volumes[0].secret.items.length + 1);
   });
 });

@@ -1,6 +1,7 @@
 // Shared by the deploy tests: run `platform doctor` as a real process and read its rows back; the deployment
 // files' locations.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Finished, runPlatform } from '../cli/support.ts';
 
@@ -83,4 +84,26 @@ export function interpolate(
       return v ?? '';
     },
   );
+}
+
+/**
+ * A container's environment as its process would read it: each `<NAME>_FILE` variable names a path in `mounted`
+ * (path in the container → the file's content), and is pointed at a copy of that file written into `dir`. A
+ * `_FILE` variable naming a path nothing mounts throws, as the server would fail to read it.
+ */
+export function withMountedFiles(
+  env: Record<string, string>,
+  mounted: Record<string, string>,
+  dir: string,
+): Record<string, string> {
+  const out = { ...env };
+  for (const [name, path] of Object.entries(env)) {
+    if (!name.endsWith('_FILE') || path === '') continue;
+    const content = mounted[path];
+    if (content === undefined) throw new Error(`${name} names ${path}, which nothing mounts`);
+    const copy = join(dir, path.replaceAll('/', '_'));
+    writeFileSync(copy, content, { mode: 0o600 });
+    out[name] = copy;
+  }
+  return out;
 }

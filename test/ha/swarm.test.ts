@@ -27,6 +27,7 @@ let swarm: PrivateSwarm | undefined;
 let node1: SwarmNode;
 let baseUrl = '';
 let token = '';
+let signingKeys: { kid: string; origin: string }[] = [];
 let platformImage = '';
 const secret = () => randomBytes(16).toString('hex');
 
@@ -157,6 +158,8 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
       'idp-redis-url': `redis://idp:${idp}@redis:6379`,
       'gateway-redis-url': `redis://gateway:${gw}@redis:6379`,
       'oidc-private-key': await exportPKCS8(privateKey),
+      // deploy/stack.key-rotation.yaml's: the IdP keeps its signing keys in Postgres, sealed under this.
+      'key-encryption-key': `swarm-${secret()}${secret()}`,
       'gateway-identity-secret': identitySecret,
       ...Object.fromEntries(
         ['platform', 'mail', 'deals'].map((s) => [
@@ -179,6 +182,8 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
         'never',
         '-c',
         'stack.yaml',
+        '-c',
+        'stack.key-rotation.yaml',
         '-c',
         '../test/ha/stack.test.yaml',
         STACK,
@@ -221,6 +226,11 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
       token = (
         await signIn(baseUrl, user.sessionToken, { scope: 'openid email mcp:platform mcp:mail mcp:deals' })
       ).access_token;
+      signingKeys = (
+        await pool.query<{ kid: string; origin: string }>(
+          'SELECT kid, origin FROM platform.rotating_keys ORDER BY activate_at',
+        )
+      ).rows;
     } finally {
       await pool.end();
     }
@@ -230,6 +240,12 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     await swarm?.teardown();
     if (platformImage) await run(DOCKER, [...SHARED, 'rmi', platformImage]).catch(() => {});
   }, 180_000);
+
+  it('runs the IdP with signing-key rotation (stack.key-rotation.yaml): the static key imported, and signing', () => {
+    expect(signingKeys.map((k) => k.origin)).toEqual(['imported']);
+    const header = JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8'));
+    expect(header.kid).toBe(signingKeys[0]!.kid);
+  });
 
   it('rolls the gateway, then the deals server, under 25 tool calls a second: no call fails', async () => {
     for (const [service, svc] of [
