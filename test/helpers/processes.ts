@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer as createNetServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 
 export const PLATFORM_BIN = fileURLToPath(new URL('../../bin/platform.js', import.meta.url));
@@ -125,10 +127,42 @@ export async function startIdpProcess(opts: {
   });
 }
 
+/**
+ * The kernel's ephemeral range: where `listen(0)` and every outgoing connection take their local port. A port
+ * freed there can be handed to a connection or another `listen(0)` before the process meant for it listens
+ * (EADDRINUSE, seen in CI), so test ports come from below it.
+ */
+function ephemeralRangeStart(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(low) ? low : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+const TEST_PORTS_FROM = 15_000;
+const TEST_PORTS_TO = ephemeralRangeStart();
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createNetServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A port nothing listens on, for a process about to listen on it: a random one below the ephemeral range (where
+ * nothing takes it by itself meanwhile; see ephemeralRangeStart), checked by listening on it once. Where that
+ * range leaves no room below it, whatever `listen(0)` gives.
+ */
 export async function freePort(): Promise<number> {
-  const net = await import('node:net');
+  for (let i = 0; TEST_PORTS_TO - TEST_PORTS_FROM > 1000 && i < 50; i++) {
+    const port = TEST_PORTS_FROM + Math.floor(Math.random() * (TEST_PORTS_TO - TEST_PORTS_FROM));
+    if (await canListen(port)) return port;
+  }
   return new Promise((resolve, reject) => {
-    const s = net.createServer();
+    const s = createNetServer();
     s.once('error', reject);
     s.listen(0, '127.0.0.1', () => {
       const { port } = s.address() as { port: number };

@@ -200,7 +200,6 @@ async function register(metadata: Record<string, unknown>): Promise<string> {
 }
 
 beforeAll(async () => {
-  const [idpPort, gatewayPort, toolPort] = [await freePort(), await freePort(), await freePort()];
   [db, browser, ca, home] = await Promise.all([
     createTestDatabase(),
     launchChromium(),
@@ -223,6 +222,9 @@ beforeAll(async () => {
   root = await seedUser(db.pool, { email: 'Root.Admin@Example.com' });
   alice = await seedUser(db.pool, { email: 'alice.console@example.com' });
   const redisUrl = inject('redisUrl');
+  // Picked just before the processes listen on them: a port freed seconds earlier (before Chromium started) was
+  // once taken meanwhile (EADDRINUSE in CI).
+  const [idpPort, gatewayPort, toolPort] = [await freePort(), await freePort(), await freePort()];
   const issuer = `http://127.0.0.1:${idpPort}`;
   const audience = 'https://platform.test/api';
   const baseUrl = `http://127.0.0.1:${gatewayPort}`;
