@@ -31,6 +31,8 @@ export const EMBEDDED_KEYS_HELD = 1024;
 const LONGEST_KEPT = 2048;
 
 const held = new Map<string, EmbeddedKey>();
+/** Each key this module resolved, kept or not, to its thumbprint: what a verified proof's key is bound by. */
+const thumbprints = new WeakMap<CryptoKey, string>();
 
 /**
  * The cache's key: exactly the `alg` and `jwk` the import reads. JSON.stringify of the parsed header member gives
@@ -51,6 +53,7 @@ async function resolve(header: JWSHeaderParameters, token: FlattenedJWSInput): P
   // jose's own checks and import: a jwk it refuses throws here, and nothing is kept.
   const key = (await EmbeddedJWK(header, token)) as CryptoKey;
   const entry: EmbeddedKey = { key, jkt: await jwkThumbprint(header.jwk as JWK) };
+  thumbprints.set(key, entry.jkt);
   if (id !== undefined) {
     if (held.size >= EMBEDDED_KEYS_HELD) held.delete(held.keys().next().value!);
     held.set(id, entry);
@@ -66,11 +69,12 @@ export async function cachedEmbeddedJwk(
   return (await resolve(header, token)).key;
 }
 
-/** The RFC 7638 thumbprint of a proof header's `jwk`: from the entry its verification made or found. */
-export function embeddedJwkThumbprint(header: JWSHeaderParameters): Promise<string> | string {
-  const id = entryId(header);
-  const hit = id === undefined ? undefined : held.get(id);
-  return hit ? hit.jkt : jwkThumbprint(header.jwk as JWK);
+/**
+ * The RFC 7638 thumbprint of the key a proof was verified with (the `key` jwtVerify returns after resolving it
+ * with {@link cachedEmbeddedJwk}): looked up, not computed again.
+ */
+export function embeddedKeyThumbprint(key: unknown): string | undefined {
+  return typeof key === 'object' && key !== null ? thumbprints.get(key as CryptoKey) : undefined;
 }
 
 /** How many keys are held, and forgetting them (tests). */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { decodeProtectedHeader, type JWK, type JWTPayload, jwtVerify } from 'jose';
-import { cachedEmbeddedJwk, embeddedJwkThumbprint } from './embedded-key.ts';
+import { cachedEmbeddedJwk, embeddedKeyThumbprint, jwkThumbprint } from './embedded-key.ts';
 
 export { jwkThumbprint } from './embedded-key.ts';
 
@@ -89,8 +89,9 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
   if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) throw bad('the DPoP proof has no jwk header');
   if (PRIVATE_MEMBERS.some((m) => m in jwk)) throw bad('the DPoP proof jwk must be a public key');
   let payload: JWTPayload;
+  let verifiedKey: unknown;
   try {
-    ({ payload } = await jwtVerify(proof, cachedEmbeddedJwk, {
+    ({ payload, key: verifiedKey } = await jwtVerify(proof, cachedEmbeddedJwk, {
       typ: 'dpop+jwt',
       algorithms: [...o.algorithms],
     }));
@@ -125,5 +126,6 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
     }
   }
   // The thumbprint of the key the signature was just verified with (kept beside it: lib/dpop/embedded-key.ts).
-  return { jkt: await embeddedJwkThumbprint(header), jti, iat, jwk: jwk as JWK };
+  const jkt = embeddedKeyThumbprint(verifiedKey) ?? (await jwkThumbprint(jwk as JWK));
+  return { jkt, jti, iat, jwk: jwk as JWK };
 }
