@@ -94,7 +94,10 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
   // The same rotation for several tokens in one statement (rotateBatch): the calls made during one turn of the
   // event loop, the i-th in the arrays' i-th elements ($1 hashes … $8 keys, as above). Each row is rotated under
   // the same conditions as one alone, by the version its own hash found; a token that fails them (or that the
-  // batch names twice: its row is updated once) returns no row and takes the slow path on its own.
+  // batch names twice: its row is updated once) returns no row and takes the slow path on its own. The families
+  // are locked in id order, the order revokeFamilies takes them in: locked in the requests' order, the batch could
+  // hold a later family while waiting for an earlier one a revocation holds, the revocation waiting for the later
+  // one, and Postgres would abort one of the two (a deadlock; test/idp/rotation-batch.test.ts forces it).
   const batchCtes = `
     WITH req AS (
       SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::uuid[], $5::text[], $6::text[], $7::text[], $8::text[])
@@ -102,10 +105,12 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
     ), tok AS (
       SELECT q.n, t.ctid, t.family_id FROM req q, LATERAL (
         SELECT t.ctid, t.family_id FROM platform.refresh_tokens t WHERE t.token_hash = q.hash OFFSET 0) t
+    ), locked AS MATERIALIZED (
+      SELECT ${familyColumns}
+        FROM platform.refresh_families f WHERE f.id = ANY (ARRAY(SELECT family_id FROM tok))
+       ORDER BY f.id FOR SHARE OF f
     ), fam AS (
-      SELECT tok.n, f.* FROM tok, LATERAL (
-        SELECT ${familyColumns}
-          FROM platform.refresh_families f WHERE f.id = tok.family_id OFFSET 0 FOR SHARE OF f) f
+      SELECT tok.n, locked.* FROM tok JOIN locked ON locked.id = tok.family_id
     ), old AS (
       UPDATE platform.refresh_tokens r
          SET rotated_to = q.new_id, rotated_at = now(), rotations = 1

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newRefreshToken } from '../../idp/endpoints/token-response.ts';
 import { createRefreshTokenStore, type RefreshTokenStore } from '../../idp/store/refresh-tokens.ts';
 import { rotationStatements } from '../../idp/store/rotation-sql.ts';
+import { inTransaction } from '../../idp/store/transaction.ts';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
 import { issueFamily, rotateToken } from '../helpers/refresh-store.ts';
 
@@ -195,6 +196,56 @@ describe('the rotations of one turn', () => {
       s.status === 'fulfilled' ? s.value.out.kind : (s.reason as { code?: string }).code,
     );
     expect(outcomes.sort()).toEqual(['23505', 'rotated']);
+  });
+});
+
+describe('a batch and a revocation taking the same families', () => {
+  // A revocation locks a user's families in id order (revokeFamilies). A batch that locked them in the order its
+  // requests came, a later id first, could hold that one while waiting for an earlier id the revocation holds,
+  // the revocation waiting for the later one: a deadlock, and Postgres aborts one of the two after its
+  // deadlock_timeout (CI once read revoke-user's 500 in test/security/concurrent-refresh-races). Forced here:
+  // a third transaction holds the earlier family while the revocation, then the batch (the later family's token
+  // first), queue behind it.
+  it('lock them in one order: the revocation completes and the batch is not refused', async () => {
+    const { store, names } = recordingStore();
+    const who = email('race');
+    const [a, b] = [randomUUID(), randomUUID()].sort();
+    const hashA = await issueFamily(db.pool, store, who, { familyId: a });
+    const hashB = await issueFamily(db.pool, store, who, { familyId: b });
+    const waiting = async (n: number) => {
+      for (;;) {
+        const { rows } = await db.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        if (rows[0].n >= n) return;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    };
+    const holder = await db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM platform.refresh_families WHERE id = $1 FOR NO KEY UPDATE', [a]);
+      const revoked = inTransaction(db.pool, (tx) =>
+        store.revokeFamilies(tx, { email: who, userIds: [], subjects: [] }, 'test'),
+      );
+      await waiting(1);
+      names.length = 0;
+      const rotations = Promise.all([rotateToken(store, hashB), rotateToken(store, hashA)]);
+      await waiting(2);
+      await holder.query('ROLLBACK');
+      const settled = await Promise.allSettled([revoked, rotations]);
+      expect(settled[0].status === 'rejected' && String(settled[0].reason)).toBe(false);
+      expect(settled[0].status === 'fulfilled' && settled[0].value.familyIds.sort()).toEqual([a, b]);
+      // One statement for the two, not refused by the server and tried again one by one.
+      expect(names).toEqual(['refresh_rotate_batch_ent']);
+      const outs = settled[1].status === 'fulfilled' ? settled[1].value.map((o) => o.out) : settled[1].reason;
+      expect(outs).toEqual([
+        { kind: 'invalid', reason: 'refresh token is revoked' },
+        { kind: 'invalid', reason: 'refresh token is revoked' },
+      ]);
+    } finally {
+      holder.release();
+    }
   });
 });
 
