@@ -106,7 +106,8 @@ export function createEntityGrants(opts: {
   async function permissions(user: EntitlementUser, db: Queryable, lock: boolean) {
     const { rows } = await db.query<{ entity: string; permission: EntityPermission }>({
       name: lock ? 'entity_grants_locked' : 'entity_grants',
-      text: `SELECT entity, permission FROM platform.entity_grants WHERE email = $1 OR role = ANY($2::text[])${lock ? ' FOR SHARE' : ''}`,
+      // Locked in id order, the order an ungrant's DELETE takes them in (see ungrant).
+      text: `SELECT entity, permission FROM platform.entity_grants WHERE email = $1 OR role = ANY($2::text[])${lock ? ' ORDER BY id FOR SHARE' : ''}`,
       values: [user.email.toLowerCase(), await roles.roles(user.userId, db)],
     });
     return rows;
@@ -144,10 +145,15 @@ export function createEntityGrants(opts: {
 
     async ungrant(entity, permission, from, actor) {
       // Committed on its own before the search: the DELETE waits for every issuance holding the rows (claims()
-      // reads them FOR SHARE), so the search and the cut-off (the database clock, read after) see them all.
+      // reads them FOR SHARE), so the search and the cut-off (the database clock, read after) see them all. The
+      // rows are locked in id order, as every issuance locks them: in its index's order (read before write) the
+      // DELETE could hold one row while an issuance, reading in the heap's order, held the other, and Postgres
+      // would abort one of the two (test/idp/rotation-entity-grants.test.ts forces it).
       const { rowCount } = await pool.query(
-        `DELETE FROM platform.entity_grants
-          WHERE entity = $1 AND ($2::text IS NULL OR permission = $2) AND ${from.email !== undefined ? 'email' : 'role'} = $3`,
+        `DELETE FROM platform.entity_grants WHERE id IN (
+           SELECT id FROM platform.entity_grants
+            WHERE entity = $1 AND ($2::text IS NULL OR permission = $2) AND ${from.email !== undefined ? 'email' : 'role'} = $3
+            ORDER BY id FOR UPDATE)`,
         [entity, permission ?? null, from.email ?? from.role],
       );
       const lost: EntityPermission[] = permission ? [permission] : [...ENTITY_PERMISSIONS];

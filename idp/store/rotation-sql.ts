@@ -61,6 +61,7 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
   // the grant and the user's entity grants (idp/entity-grants: `email = $1` FOR SHARE) by the email the rotation
   // returns, read and locked inside the rotating statement (as the managed path reads them inside its
   // transaction): an ungrant's DELETE waits for this statement, and its cut-off search then finds its audit row.
+  // Like every reader of the grants, in id order (idp/entity-grants ungrant says why).
   //
   // The token row is found once, by its unique hash (tok), and updated by the row version found (ctid), not by
   // `token_hash = $1` again: the update's `revoked_at IS NULL` implies the predicate of the partial indexes on
@@ -88,7 +89,8 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
   const fastRotate = `${rotateCtes}
     SELECT ${rotated}`;
   const fastRotateWithEnt = `${rotateCtes}, ent AS (
-      SELECT g.entity, g.permission FROM platform.entity_grants g, old WHERE g.email = old.email FOR SHARE OF g
+      SELECT g.entity, g.permission FROM platform.entity_grants g, old WHERE g.email = old.email
+       ORDER BY g.id FOR SHARE OF g
     )
     SELECT (SELECT json_agg(json_build_array(entity, permission)) FROM ent) AS ent_rows, ${rotated}`;
   // The same rotation for several tokens in one statement (rotateBatch): the calls made during one turn of the
@@ -129,7 +131,8 @@ export function rotationStatements(usersTable: UsersTable | undefined) {
   const batchRotate = `${batchCtes}
     SELECT ${batchRotated}`;
   const batchRotateWithEnt = `${batchCtes}, ent AS (
-      SELECT old.n, g.entity, g.permission FROM platform.entity_grants g JOIN old ON g.email = old.email FOR SHARE OF g
+      SELECT old.n, g.entity, g.permission FROM platform.entity_grants g JOIN old ON g.email = old.email
+       ORDER BY g.id FOR SHARE OF g
     )
     SELECT (SELECT json_agg(json_build_array(e.entity, e.permission)) FROM ent e WHERE e.n = old.n) AS ent_rows,
            ${batchRotated}`;

@@ -53,6 +53,20 @@ export async function createTestDatabase(
   };
 }
 
+/**
+ * Resolves once at least `n` sessions of the pool's database wait for a lock (a row or transaction lock held by
+ * another): how a test knows the statements it started are queued before it lets the holder go.
+ */
+export async function lockWaiters(pool: pg.Pool, n: number): Promise<void> {
+  for (;;) {
+    const { rows } = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+    );
+    if (rows[0]!.n >= n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 export interface SeededUser {
   id: number;
   email: string;

@@ -10,7 +10,7 @@ import { newRefreshToken } from '../../idp/endpoints/token-response.ts';
 import { createRefreshTokenStore, type RefreshTokenStore } from '../../idp/store/refresh-tokens.ts';
 import { rotationStatements } from '../../idp/store/rotation-sql.ts';
 import { inTransaction } from '../../idp/store/transaction.ts';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.ts';
+import { createTestDatabase, lockWaiters, type TestDatabase } from '../helpers/database.ts';
 import { issueFamily, rotateToken } from '../helpers/refresh-store.ts';
 
 let db: TestDatabase;
@@ -212,15 +212,6 @@ describe('a batch and a revocation taking the same families', () => {
     const [a, b] = [randomUUID(), randomUUID()].sort();
     const hashA = await issueFamily(db.pool, store, who, { familyId: a });
     const hashB = await issueFamily(db.pool, store, who, { familyId: b });
-    const waiting = async (n: number) => {
-      for (;;) {
-        const { rows } = await db.pool.query(
-          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
-        );
-        if (rows[0].n >= n) return;
-        await new Promise((r) => setTimeout(r, 10));
-      }
-    };
     const holder = await db.pool.connect();
     try {
       await holder.query('BEGIN');
@@ -228,10 +219,10 @@ describe('a batch and a revocation taking the same families', () => {
       const revoked = inTransaction(db.pool, (tx) =>
         store.revokeFamilies(tx, { email: who, userIds: [], subjects: [] }, 'test'),
       );
-      await waiting(1);
+      await lockWaiters(db.pool, 1);
       names.length = 0;
       const rotations = Promise.all([rotateToken(store, hashB), rotateToken(store, hashA)]);
-      await waiting(2);
+      await lockWaiters(db.pool, 2);
       await holder.query('ROLLBACK');
       const settled = await Promise.allSettled([revoked, rotations]);
       expect(settled[0].status === 'rejected' && String(settled[0].reason)).toBe(false);
