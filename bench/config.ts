@@ -75,6 +75,11 @@ export interface GatewayBenchConfig {
    * run beside this one (with and without the policy), so a change is compared under the same machine load.
    */
   baseline: string | undefined;
+  /**
+   * BENCH_PERF: `on` (perf on PATH) or a perf binary: each measured run is recorded with `perf record -C 0`, and a
+   * second table says where core 0's time went per request (bench/gateway/core-split.ts). Off by default.
+   */
+  perf: string | undefined;
   /** The environment the benchmark's own child processes (upstream, load generator) inherit. */
   childEnv: Env;
 }
@@ -93,6 +98,7 @@ export function loadGatewayBenchConfig(env: Env): GatewayBenchConfig {
     gatewayNodeOptions: env.BENCH_GATEWAY_NODE_OPTIONS || undefined,
     haproxy: env.BENCH_HAPROXY || undefined,
     baseline: env.BENCH_GATEWAY_BASELINE || undefined,
+    perf: env.BENCH_PERF === 'on' ? 'perf' : env.BENCH_PERF || undefined,
     childEnv: env,
   });
 }

@@ -18,7 +18,8 @@
 // REDIS_URL (default the local one), BENCH_LOADGEN (`raw`, the default, or `autocannon`),
 // BENCH_GATEWAY_NODE_OPTIONS (NODE_OPTIONS for the gateway process, e.g. --cpu-prof), BENCH_HAPROXY (the
 // references' binary, or `off`), BENCH_GATEWAY_BASELINE (another checkout's bin/platform.js, measured beside
-// this one with and without the policy: before/after in one run).
+// this one with and without the policy: before/after in one run), BENCH_PERF (`on` or a perf binary: where core 0's
+// time goes per request, by process and kind of code).
 // All are read by bench/config.ts.
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
@@ -29,6 +30,17 @@ import { fileURLToPath } from 'node:url';
 import { calculateJwkThumbprint, type JWK } from 'jose';
 import { processEnv } from '../cli/config.ts';
 import { loadGatewayBenchConfig } from './config.ts';
+import {
+  addRun,
+  emptyTargetCoreTime,
+  perfUsable,
+  readCoreTime,
+  recordCore,
+  SPLIT_HEADER,
+  splitRow,
+  type TargetCoreTime,
+  threadsOf,
+} from './gateway/core-split.ts';
 import { findHaproxy, startHaproxy } from './gateway/haproxy.ts';
 import { benchPolicy } from './gateway/policy.ts';
 import { cpuSeconds, firstJsonLine, freePort, PIN, spawnNode as spawnPinned } from './gateway/processes.ts';
@@ -52,14 +64,27 @@ const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
 const spawnNode = (core: number, args: string[], env: NodeJS.ProcessEnv = config.childEnv): ChildProcess =>
   spawnPinned(core, args, env);
 
-/** One load run, plus the CPU time each watched process spent per request during it. */
+/** BENCH_PERF: core 0 recorded during each measured run, into this file (one run at a time). */
+const perfFile = (dir: string) => join(dir, 'core0.perf');
+
+/**
+ * One load run, plus the CPU time each watched process spent per request during it. With `split` (BENCH_PERF),
+ * core 0 is recorded meanwhile and the watched processes' samples (upstream first, then the proxy) added to it.
+ */
 async function measure(
   spec: LoadSpec,
-  watch: Array<ChildProcess | undefined>,
+  watch: [ChildProcess, ChildProcess | undefined],
+  split?: { perf: string; dir: string; into: TargetCoreTime },
 ): Promise<LoadResult & { cpuUsPerRequest: number[] }> {
+  const recording = split && recordCore(split.perf, 0, perfFile(split.dir));
   const before = watch.map((c) => cpuSeconds(c?.pid));
   const r = await load(spec);
   const after = watch.map((c) => cpuSeconds(c?.pid));
+  if (split && recording) {
+    await recording.stop();
+    const time = readCoreTime(split.perf, perfFile(split.dir));
+    addRun(split.into, time, { upstream: threadsOf(watch[0].pid), proxy: threadsOf(watch[1]?.pid) }, r.total);
+  }
   return {
     ...r,
     cpuUsPerRequest: watch.map((_, i) =>
@@ -225,13 +250,16 @@ async function orchestrate(): Promise<void> {
     // Alternate the targets in short rounds: the machine is shared (a VM), and a slow patch that lands in one
     // long run would otherwise be read as a proxy's cost or its saving.
     const slice = duration / rounds;
+    const perf = config.perf !== undefined && perfUsable(config.perf) ? config.perf : undefined;
+    const coreTime = new Map(targets.map((t) => [t, emptyTargetCoreTime()]));
     for (let i = 0; i < rounds; i++) {
       for (const t of targets) {
         t.runs.push(
-          await measure({ url: t.url, tokens: tokensOf(t), connections, duration: slice, dpop: t.dpop }, [
-            upstream,
-            t.proxy,
-          ]),
+          await measure(
+            { url: t.url, tokens: tokensOf(t), connections, duration: slice, dpop: t.dpop },
+            [upstream, t.proxy],
+            perf === undefined ? undefined : { perf, dir: scratch, into: coreTime.get(t)! },
+          ),
         );
       }
     }
@@ -313,6 +341,11 @@ async function orchestrate(): Promise<void> {
             ];
           })()
         : []),
+      ...(perf !== undefined
+        ? [...SPLIT_HEADER, ...targets.map((t) => splitRow(t.name, coreTime.get(t)!))]
+        : config.perf !== undefined
+          ? ['', `BENCH_PERF: ${config.perf} cannot record CPU 0 here (install linux-perf; run as root)`]
+          : []),
       ...(references.length > 0
         ? []
         : [
