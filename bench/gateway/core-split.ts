@@ -7,7 +7,10 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
 
-/** Samples a second (perf's -F). Enough for a few thousand samples per 6 s run; little cost on the core. */
+/**
+ * Samples a second (perf's -F): a few thousand per 6 s run. Sampling is not free: the processes on the core
+ * read ~10 % more CPU a request with it (docs/performance.md § Eighth confirmation), so compare rows of one run.
+ */
 const FREQUENCY = 999;
 
 /** Whether `bin` runs and can sample a CPU here (root or a permissive perf_event_paranoid). */
