@@ -69,7 +69,7 @@ const perfFile = (dir: string) => join(dir, 'core0.perf');
 
 /**
  * One load run, plus the CPU time each watched process spent per request during it. With `split` (BENCH_PERF),
- * core 0 is recorded meanwhile and the watched processes' samples (upstream first, then the proxy) added to it.
+ * core 0 is recorded meanwhile and the samples of the upstream's and the proxy's threads added to it.
  */
 async function measure(
   spec: LoadSpec,

@@ -43,7 +43,9 @@ export function recordCore(bin: string, core: number, file: string): { stop(): P
 }
 
 /** Where a process's samples are counted. */
-export type CodeKind = 'kernel' | 'crypto' | 'rest';
+const KINDS = ['kernel', 'crypto', 'rest'] as const;
+export type CodeKind = (typeof KINDS)[number];
+const zero = (): Record<CodeKind, number> => ({ kernel: 0, crypto: 0, rest: 0 });
 
 function kindOf(dso: string): CodeKind {
   if (dso.startsWith('[kernel')) return 'kernel';
@@ -74,7 +76,7 @@ export function parseCoreTime(report: string): CoreTime {
     const pid = Number(pidComm?.split(':')[0]);
     const n = Number(samples);
     if (!pidComm || !Number.isInteger(pid) || !Number.isFinite(n) || !dso) continue;
-    const entry = time.get(pid) ?? { kernel: 0, crypto: 0, rest: 0 };
+    const entry = time.get(pid) ?? zero();
     entry[kindOf(dso)] += n / FREQUENCY;
     time.set(pid, entry);
   }
@@ -88,11 +90,7 @@ export interface TargetCoreTime {
   requests: number;
 }
 
-export const emptyTargetCoreTime = (): TargetCoreTime => ({
-  proxy: { kernel: 0, crypto: 0, rest: 0 },
-  upstream: { kernel: 0, crypto: 0, rest: 0 },
-  requests: 0,
-});
+export const emptyTargetCoreTime = (): TargetCoreTime => ({ proxy: zero(), upstream: zero(), requests: 0 });
 
 /** The thread ids of a process (Linux /proc): perf counts each thread apart, by its own id. */
 export function threadsOf(pid: number | undefined): number[] {
@@ -118,7 +116,7 @@ export function addRun(
     for (const tid of threads[side]) {
       const t = time.get(tid);
       if (t === undefined) continue;
-      for (const kind of ['kernel', 'crypto', 'rest'] as const) into[side][kind] += t[kind];
+      for (const kind of KINDS) into[side][kind] += t[kind];
     }
   }
   into.requests += requests;
