@@ -8,7 +8,11 @@ import { createHash, createHmac, createSecretKey, hash, type KeyObject, timingSa
 // another service, method, path or body, and a tool server holds only its own key, never the gateway's secret.
 // Signature v3 (what the gateway sends): `t=<unix s>,v3=<hex>` over the same lines, the first reading `v3`, plus
 // one last line: the hex SHA-256 of `x-platform-entitlements` (base64url of the token's `ent` JSON; the empty
-// string when absent). Verifiers accept v2 and v3; under v2 the entitlements header is not signed, so ignored.
+// string when absent). Signature v4 (sent when the request carries an upstream token or an actor): v3's lines,
+// the first reading `v4`, plus two last lines: the hex SHA-256 of `x-platform-upstream-token` (the user's token
+// for the system behind the tool; of the empty string when absent) and the value of `x-platform-actor` (the
+// client acting for the user in a delegated token; an empty line when absent). Verifiers accept v2, v3 and v4;
+// a header a version does not sign is ignored under it (never trusted unsigned).
 export const IDENTITY_HEADERS = {
   email: 'x-platform-user-email',
   sub: 'x-platform-user-sub',
@@ -18,6 +22,8 @@ export const IDENTITY_HEADERS = {
   jti: 'x-platform-jti',
   requestId: 'x-request-id',
   entitlements: 'x-platform-entitlements',
+  upstreamToken: 'x-platform-upstream-token',
+  actor: 'x-platform-actor',
   signature: 'x-platform-identity',
 } as const;
 
@@ -36,6 +42,16 @@ export interface Identity {
    * header, if any, was not signed). Signing with it set signs v3.
    */
   entitlements?: string;
+  /**
+   * `x-platform-upstream-token` as signed under v4: the user's access token for the service's upstream
+   * connection ('' when none). Undefined under v2 and v3. A secret: never logged.
+   */
+  upstreamToken?: string;
+  /**
+   * `x-platform-actor` as signed under v4: the client acting for the user (the token's outermost `act.sub`; ''
+   * when none). Undefined under v2 and v3. Signing with either of these two non-empty signs v4.
+   */
+  actor?: string;
 }
 
 /** The request a signature is bound to, exactly as the tool server receives it. */
@@ -94,16 +110,25 @@ export function hmacKey(key: string): KeyObject {
   return k;
 }
 
-/** The v3 line of a token without `ent` (most requests): hashed once. */
-const EMPTY_ENTITLEMENTS_SHA256 = hash('sha256', '', 'hex');
+/** The hash line of an absent header (most requests carry no `ent` and no upstream token): hashed once. */
+const EMPTY_SHA256 = hash('sha256', '', 'hex');
 
-function mac(key: string, t: number, r: SignedRequest, id: Identity): string {
-  const v3 = id.entitlements !== undefined;
-  const lines = `${v3 ? 'v3' : 'v2'}\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`;
-  const ent = id.entitlements;
-  return createHmac('sha256', hmacKey(key))
-    .update(v3 ? `${lines}\n${ent === '' ? EMPTY_ENTITLEMENTS_SHA256 : hash('sha256', ent!, 'hex')}` : lines)
-    .digest('hex');
+const sha256Line = (v: string | undefined) =>
+  v === undefined || v === '' ? EMPTY_SHA256 : hash('sha256', v, 'hex');
+
+type Version = 'v2' | 'v3' | 'v4';
+
+/** What the gateway signs for this identity: v4 with an upstream token or an actor, v3 with entitlements. */
+function versionOf(id: Identity): Version {
+  if (id.upstreamToken || id.actor) return 'v4';
+  return id.entitlements !== undefined ? 'v3' : 'v2';
+}
+
+function mac(key: string, t: number, r: SignedRequest, id: Identity, v: Version): string {
+  let lines = `${v}\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`;
+  if (v !== 'v2') lines += `\n${sha256Line(id.entitlements)}`;
+  if (v === 'v4') lines += `\n${sha256Line(id.upstreamToken)}\n${id.actor ?? ''}`;
+  return createHmac('sha256', hmacKey(key)).update(lines).digest('hex');
 }
 
 /** base64url of the `ent` claim's JSON, as the gateway forwards it; '' when the token carries none. */
@@ -132,6 +157,7 @@ export function signIdentity(
   id: Identity,
   now = Math.floor(Date.now() / 1000),
 ): Record<string, string> {
+  const v = versionOf(id);
   return {
     [IDENTITY_HEADERS.email]: id.email,
     [IDENTITY_HEADERS.sub]: id.sub,
@@ -141,7 +167,9 @@ export function signIdentity(
     [IDENTITY_HEADERS.jti]: id.jti,
     [IDENTITY_HEADERS.requestId]: id.requestId,
     ...(id.entitlements ? { [IDENTITY_HEADERS.entitlements]: id.entitlements } : {}),
-    [IDENTITY_HEADERS.signature]: `t=${now},${id.entitlements !== undefined ? 'v3' : 'v2'}=${mac(key, now, request, id)}`,
+    ...(id.upstreamToken ? { [IDENTITY_HEADERS.upstreamToken]: id.upstreamToken } : {}),
+    ...(id.actor ? { [IDENTITY_HEADERS.actor]: id.actor } : {}),
+    [IDENTITY_HEADERS.signature]: `t=${now},${v}=${mac(key, now, request, id, v)}`,
   };
 }
 
@@ -172,9 +200,11 @@ export function verifyIdentity(
 ): Identity {
   const sig = one(headers, IDENTITY_HEADERS.signature);
   if (!sig) throw new IdentityError('identity signature missing');
-  const m = /^t=(\d{1,12}),(v2|v3)=([0-9a-f]{64})$/.exec(sig);
+  const m = /^t=(\d{1,12}),(v2|v3|v4)=([0-9a-f]{64})$/.exec(sig);
   if (!m)
-    throw new IdentityError('identity signature malformed (expected t=<unix seconds>,v3=<hex> or v2=<hex>)');
+    throw new IdentityError(
+      'identity signature malformed (expected t=<unix seconds>,v4=<hex>, v3=<hex> or v2=<hex>)',
+    );
   const t = Number(m[1]);
   if (Math.abs(now - t) > IDENTITY_MAX_AGE_SECONDS) throw new IdentityError('identity signature expired');
   const issuer = one(headers, IDENTITY_HEADERS.issuer);
@@ -187,11 +217,16 @@ export function verifyIdentity(
     jti: one(headers, IDENTITY_HEADERS.jti),
     requestId: one(headers, IDENTITY_HEADERS.requestId),
   };
-  if (m[2] === 'v3') id.entitlements = one(headers, IDENTITY_HEADERS.entitlements);
-  const expected = Buffer.from(mac(key, t, request, id), 'hex');
+  const v = m[2] as Version;
+  if (v !== 'v2') id.entitlements = one(headers, IDENTITY_HEADERS.entitlements);
+  if (v === 'v4') {
+    id.upstreamToken = one(headers, IDENTITY_HEADERS.upstreamToken);
+    id.actor = one(headers, IDENTITY_HEADERS.actor);
+  }
+  const expected = Buffer.from(mac(key, t, request, id, v), 'hex');
   if (!timingSafeEqual(expected, Buffer.from(m[3]!, 'hex')))
     throw new IdentityError(
-      'identity signature invalid for this service, method, path, body and entitlements',
+      'identity signature invalid for this service, method, path, body, entitlements, upstream token and actor',
     );
   if (issuer !== 'platform' && issuer !== 'entra' && issuer !== 'service') {
     throw new IdentityError('identity issuer kind unknown');

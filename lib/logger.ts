@@ -13,10 +13,14 @@ const SECRET_NAMES = [
   'client_secret',
   'token',
   'password',
+  // RFC 8693: the platform token a gateway exchanges for a user's upstream token.
+  'subject_token',
 ];
 const REDACT = [
   'req.headers.authorization',
   'req.headers.cookie',
+  // The user's token for a system behind a tool server (signature v4, lib/identity.ts).
+  'req.headers["x-platform-upstream-token"]',
   'res.headers["set-cookie"]',
   'res.headers.location',
   ...SECRET_NAMES.map((n) => `*.${n}`),
@@ -29,7 +33,13 @@ const REDACT = [
  * arguments), at any depth, and is logged whole only on the unexpected paths. Error lines are rare, so walking
  * them costs nothing on the hot paths. `code` is left out: inside an error it is an error code (`ECONNRESET`).
  */
-const SECRET_MEMBERS = new Set([...SECRET_NAMES, 'authorization', 'cookie', 'set-cookie']);
+const SECRET_MEMBERS = new Set([
+  ...SECRET_NAMES,
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'x-platform-upstream-token',
+]);
 const MAX_ERROR_DEPTH = 8;
 
 function scrub(value: unknown, depth: number, seen: WeakSet<object>): unknown {

@@ -38,9 +38,15 @@ function contractSignature(
   r: { service: string; method: string; path: string; body: Buffer },
   id: Identity,
 ): string {
-  const v3 = id.entitlements !== undefined;
+  const v4 = Boolean(id.upstreamToken || id.actor);
+  const v3 = !v4 && id.entitlements !== undefined;
+  const version = v4 ? 'v4' : v3 ? 'v3' : 'v2';
+  const sha = (v: string | undefined) =>
+    createHash('sha256')
+      .update(v ?? '')
+      .digest('hex');
   const lines = [
-    v3 ? 'v3' : 'v2',
+    version,
     String(t),
     r.service,
     r.method,
@@ -53,11 +59,12 @@ function contractSignature(
     id.clientId,
     id.jti,
     id.requestId,
-    ...(v3 ? [createHash('sha256').update(id.entitlements!).digest('hex')] : []),
+    ...(v3 || v4 ? [sha(id.entitlements)] : []),
+    ...(v4 ? [sha(id.upstreamToken), id.actor ?? ''] : []),
   ];
   // The key is the 64-character hex string itself, used as UTF-8 bytes (not the 32 bytes it encodes).
   const key = Buffer.from(contractKey(secret, r.service), 'utf8');
-  return `t=${t},${v3 ? 'v3' : 'v2'}=${createHmac('sha256', key).update(lines.join('\n')).digest('hex')}`;
+  return `t=${t},${version}=${createHmac('sha256', key).update(lines.join('\n')).digest('hex')}`;
 }
 
 const REQUEST = { service: 'deals', method: 'POST', path: '/deals/mcp?x=1', body: BODY };
@@ -185,6 +192,72 @@ describe('signature v3: the forwarded entitlements', () => {
     expect(headers['x-platform-identity']).toMatch(/^t=\d+,v2=/);
     const id = verifyIdentity(key, SIGNED, { ...headers, 'x-platform-entitlements': ENT }, now);
     expect(id.entitlements).toBeUndefined();
+  });
+});
+
+describe('signature v4: the upstream token and the actor', () => {
+  const key = deriveIdentityKey(SECRET, 'mail');
+  const MAIL = { ...REQUEST, service: 'mail', path: '/mail/mcp' };
+  const SIGNED_MAIL: SignedRequest = { ...SIGNED, service: 'mail', path: '/mail/mcp' };
+  const ENT = Buffer.from(JSON.stringify({ 'deal:42': ['read'] })).toString('base64url');
+
+  it('signs v3 lines, first reading v4, plus the SHA-256 of the upstream token and the actor line', () => {
+    const cases: Array<Partial<Identity>> = [
+      { upstreamToken: 'eyJ.upstream.token', actor: '' },
+      { upstreamToken: '', actor: 'machine-client-1' },
+      { upstreamToken: 'tok', actor: 'machine-client-1', entitlements: ENT },
+      { upstreamToken: 'tok' },
+    ];
+    for (const c of cases) {
+      const id = { ...ID, entitlements: '', ...c };
+      const headers = signIdentity(key, SIGNED_MAIL, id, 1_800_000_000);
+      expect(headers['x-platform-identity']).toMatch(/^t=1800000000,v4=[0-9a-f]{64}$/);
+      expect(headers['x-platform-identity']).toBe(contractSignature(SECRET, 1_800_000_000, MAIL, id));
+      expect(headers['x-platform-upstream-token']).toBe(c.upstreamToken || undefined);
+      expect(headers['x-platform-actor']).toBe(c.actor || undefined);
+    }
+    // Neither an upstream token nor an actor: v3, as before.
+    const plain = signIdentity(
+      key,
+      SIGNED_MAIL,
+      { ...ID, entitlements: '', upstreamToken: '', actor: '' },
+      1,
+    );
+    expect(plain['x-platform-identity']).toMatch(/^t=1,v3=/);
+  });
+
+  it('verifies v4; a changed, added or removed upstream token or actor is refused', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const id = { ...ID, entitlements: '', upstreamToken: 'user-upstream-token', actor: 'agent-7' };
+    const headers = signIdentity(key, SIGNED_MAIL, id, now);
+    expect(verifyIdentity(key, SIGNED_MAIL, headers, now)).toEqual(id);
+    const tampered: Array<[string, Record<string, string>]> = [
+      ['upstream token changed', { ...headers, 'x-platform-upstream-token': 'another-users-token' }],
+      ['actor changed', { ...headers, 'x-platform-actor': 'agent-8' }],
+    ];
+    const { 'x-platform-upstream-token': _t, ...noToken } = headers;
+    const { 'x-platform-actor': _a, ...noActor } = headers;
+    tampered.push(['upstream token removed', noToken], ['actor removed', noActor]);
+    const onlyToken = signIdentity(key, SIGNED_MAIL, { ...id, actor: '' }, now);
+    tampered.push(['actor added', { ...onlyToken, 'x-platform-actor': 'agent-7' }]);
+    for (const [what, h] of tampered) {
+      expect(() => verifyIdentity(key, SIGNED_MAIL, h, now), what).toThrow(/signature invalid/);
+    }
+  });
+
+  it('under v2 and v3 the two headers are unsigned and therefore ignored', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const extra = { 'x-platform-upstream-token': 'planted', 'x-platform-actor': 'planted' };
+    for (const id of [ID, { ...ID, entitlements: '' }]) {
+      const got = verifyIdentity(
+        key,
+        SIGNED_MAIL,
+        { ...signIdentity(key, SIGNED_MAIL, id, now), ...extra },
+        now,
+      );
+      expect(got.upstreamToken).toBeUndefined();
+      expect(got.actor).toBeUndefined();
+    }
   });
 });
 
