@@ -150,3 +150,32 @@ export function confirmationJkt(payload: JsonObject): string {
   }
   return jkt;
 }
+
+/** A delegation chain deeper than this is refused: no legitimate chain of services is that long. */
+const MAX_ACT_DEPTH = 8;
+
+/**
+ * The actors of a delegated token (RFC 8693 §4.1 `act`), the current one first: `act.sub`, then the `act.sub`
+ * nested inside it (a prior actor), and so on. Empty when the token has no `act`. Each `sub` is forwarded (the
+ * first in `x-platform-actor`) and checked against revocations, so it must be a forwardable string.
+ */
+export function actorsOf(payload: JsonObject): string[] {
+  const actors: string[] = [];
+  let act = payload.act;
+  while (act !== undefined) {
+    if (act === null || typeof act !== 'object' || Array.isArray(act)) {
+      throw new InvalidTokenError('invalid_claim', 'token act claim is not an object (RFC 8693 §4.1)');
+    }
+    const sub = (act as JsonObject).sub;
+    if (typeof sub !== 'string' || sub === '') {
+      throw new InvalidTokenError('invalid_claim', 'token act claim has no sub (RFC 8693 §4.1)');
+    }
+    checkForwardable('act.sub', sub);
+    actors.push(sub);
+    if (actors.length > MAX_ACT_DEPTH) {
+      throw new InvalidTokenError('invalid_claim', `token act claim is nested deeper than ${MAX_ACT_DEPTH}`);
+    }
+    act = (act as JsonObject).act;
+  }
+  return actors;
+}

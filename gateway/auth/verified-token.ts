@@ -31,6 +31,14 @@ export interface VerifiedToken {
   jkt: string;
   /** The platform token's `ent` claim as forwarded (`x-platform-entitlements`, lib/identity.ts); '' when none. */
   entitlements: string;
+  /**
+   * A delegated platform token's actors (RFC 8693 `act`), the current one first: the machine client acting for
+   * the user, then any prior actor nested inside. Empty for a token the user's own client holds, and for Entra
+   * and service tokens (only the platform IdP issues delegated tokens).
+   */
+  actors: readonly string[];
+  /** `actors[0]`, '' when none: forwarded in `x-platform-actor` and matched by the policy's `actor:`. */
+  actor: string;
   iat: number;
   exp: number;
 }

@@ -1,7 +1,14 @@
 import { encodeEntitlements } from '../../lib/identity.ts';
 import type { EntraTrust, PlatformTrust, ServiceConfig } from '../config.ts';
 import type { KeySet } from '../jwks/key-set.ts';
-import { checkRegisteredClaims, confirmationJkt, emailOf, entraEmailOf, headerClaim } from './claims.ts';
+import {
+  actorsOf,
+  checkRegisteredClaims,
+  confirmationJkt,
+  emailOf,
+  entraEmailOf,
+  headerClaim,
+} from './claims.ts';
 import { InvalidTokenError, KeysUnavailableError } from './errors.ts';
 import { checkHeader, type DecodedJws, decodeJws, verifyHs256, verifyRs256 } from './jws.ts';
 import type { TokenCache } from './token-cache.ts';
@@ -55,7 +62,10 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
     const { header, payload } = jws;
     const iss = payload.iss;
     if (typeof iss !== 'string') throw new InvalidTokenError('missing_claim', 'token has no iss claim');
-    let verified: Omit<VerifiedToken, 'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'jkt' | 'entitlements'>;
+    let verified: Omit<
+      VerifiedToken,
+      'iss' | 'sub' | 'aud' | 'exp' | 'iat' | 'jkt' | 'entitlements' | 'actors' | 'actor'
+    >;
     if (platform && iss === platform.trust.issuer) {
       await withKeySet(jws, platform.keys);
       const scope = headerClaim(payload, 'scope');
@@ -114,12 +124,16 @@ export function createTokenVerifier(deps: TokenVerifierDeps): VerifyToken {
       );
     }
     const claims = checkRegisteredClaims(payload, now);
+    // Delegation (`act`) is the platform IdP's claim only, like `ent`.
+    const actors = verified.kind === 'platform' ? actorsOf(payload) : [];
     const result: VerifiedToken = {
       ...verified,
       ...claims,
       jkt: confirmationJkt(payload),
       // Entity grants are the platform IdP's claim only.
       entitlements: verified.kind === 'platform' ? encodeEntitlements(payload.ent) : '',
+      actors,
+      actor: actors[0] ?? '',
     };
     cache.set(token, result, now);
     return result;

@@ -11,6 +11,8 @@ export interface Caller {
   email: string;
   kind: Issuer;
   scopes: readonly string[];
+  /** The client acting for the user (a delegated token's outermost `act.sub`); '' or absent when none. */
+  actor?: string;
 }
 
 export interface CompiledRule {
@@ -148,6 +150,11 @@ function compileRule(rule: Rule, index: number): Compiled {
     });
   }
   if (issuers) checks.push((c) => issuers.has(c.kind));
+  if (rule.actor !== undefined) {
+    const actors = new Set(list(rule.actor));
+    const anyActor = actors.has('*');
+    checks.push((c) => !!c.actor && (anyActor || actors.has(c.actor)));
+  }
   if (scopes) checks.push((c) => scopes.every((s) => c.scopes.includes(s)));
   const matches =
     checks.length === 0

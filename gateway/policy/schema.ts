@@ -24,6 +24,9 @@ const matchers = {
   issuer: z
     .union([issuer, z.array(issuer).min(1, 'must list at least one issuer')], { error: ISSUER_ERROR })
     .optional(),
+  // The client acting for the user in a delegated token (its `act.sub`); `*` matches any actor. A rule with
+  // `actor:` never matches a request without one.
+  actor: oneOrMany.optional(),
   // A string is split on spaces, as in a token's `scope`.
   scope: z.union([name, z.array(name).min(1)]).optional(),
   description: z.string().optional(),

@@ -16,6 +16,11 @@ export interface RevocationSubject {
   oid: string;
   /** The forwarded email (trimmed, lowercased): an email cut-off reaches every issuer's tokens carrying it. */
   email: string;
+  /**
+   * A delegated token's actors (machine client ids): a cut-off keyed by one of them (`platform admin
+   * revoke-client`) reaches every token in which that client acts for a user.
+   */
+  actors?: readonly string[];
   iat: number;
 }
 
@@ -96,6 +101,13 @@ export class RevocationMirror implements RevocationCheck {
     }
     cutoff = this.#emails.get(t.email);
     if (cutoff !== undefined && iat <= cutoff) return 'revoked';
+    const actors = t.actors;
+    if (actors !== undefined) {
+      for (let i = 0; i < actors.length; i++) {
+        cutoff = this.#subs.get(actors[i]!);
+        if (cutoff !== undefined && iat <= cutoff) return 'revoked';
+      }
+    }
     return this.#failClosed && !this.#current ? 'unknown' : 'ok';
   }
 
@@ -116,6 +128,7 @@ export function memoryRevocationCheck(store: MemoryRevocations): RevocationCheck
       if (t.jti !== '' && store.isJtiDenied(t.jti)) return 'revoked';
       if (after(store.subjectCutoff(t.sub), t.iat)) return 'revoked';
       if (t.oid !== '' && after(store.subjectCutoff(t.oid), t.iat)) return 'revoked';
+      for (const a of t.actors ?? []) if (after(store.subjectCutoff(a), t.iat)) return 'revoked';
       return after(store.emailCutoff(t.email), t.iat) ? 'revoked' : 'ok';
     },
   };

@@ -20,6 +20,7 @@ const caller = (over: Partial<Caller> = {}): Caller => ({
   email: 'ann@example.com',
   kind: 'platform',
   scopes: ['openid', 'mcp:deals'],
+  actor: '',
   ...over,
 });
 
@@ -183,6 +184,30 @@ rules:
       ForbiddenToolError,
     );
     expect(refusal(() => p.check('deals', call('x'), caller()))).toBeUndefined();
+  });
+
+  it('actor: matches the client acting for the user (`*`: any), never a request without one', () => {
+    const p = check(
+      `rules:
+  - {actor: reporting-agent, tool: get_conflicts, effect: allow}
+  - {actor: "*", effect: deny}
+  - effect: allow
+`,
+    );
+    const agent = caller({ actor: 'reporting-agent' });
+    expect(refusal(() => p.check('deals', call('get_conflicts'), agent))).toBeUndefined();
+    // The same agent on another tool, and another agent on this one: the `*` rule denies.
+    expect(refusal(() => p.check('deals', call('propose_deal_closure'), agent))).toBeInstanceOf(
+      ForbiddenToolError,
+    );
+    expect(
+      refusal(() => p.check('deals', call('get_conflicts'), caller({ actor: 'other-agent' }))),
+    ).toBeInstanceOf(ForbiddenToolError);
+    // The user's own client (no actor) is matched by neither actor rule.
+    expect(refusal(() => p.check('deals', call('propose_deal_closure'), caller()))).toBeUndefined();
+    expect(() => parsePolicy('rules:\n  - {actor: [], effect: allow}\n', { services: SERVICES })).toThrow(
+      /actor/,
+    );
   });
 
   it('method rules see every request; a batch is refused when one of its calls is', () => {
