@@ -10,7 +10,13 @@ import type { VerifiedToken } from './auth/verified-token.ts';
 import type { VerifyToken } from './auth/verify-token.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
 import type { DpopCheck } from './dpop/check.ts';
-import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
+import {
+  BadRequestError,
+  ConnectionRequiredError,
+  MethodNotAllowedError,
+  NotFoundError,
+  PayloadTooLargeError,
+} from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
@@ -30,6 +36,12 @@ import {
   type PublicHandlerName,
   type RouteSpec,
 } from './routes.ts';
+import { elicitationAnswer } from './upstream-auth/elicitation.ts';
+import {
+  checkExchangeable,
+  type ObtainCredential,
+  type UpstreamCredential,
+} from './upstream-auth/upstream-credentials.ts';
 
 export interface GatewayContext {
   config: GatewayConfig;
@@ -42,6 +54,10 @@ export interface GatewayContext {
   policy?: PolicyFile | undefined;
   /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
   bodies: BodyReader;
+  /**
+   * The users' upstream tokens (gateway/upstream-auth/); undefined when no service names an upstream connection.
+   */
+  upstreamAuth?: { obtain: ObtainCredential; refused(credential: UpstreamCredential): void } | undefined;
   log: Logger;
 }
 
@@ -54,6 +70,8 @@ interface Exchange {
   h: InboundHeaders;
   requestId: string;
   route: Route | undefined;
+  /** The bearer as presented (the subject token of an upstream connection's exchange); set once verified. */
+  bearer?: string;
 }
 
 /** A service's part of the routing: what its routes need (the route table's per-service context). */
@@ -77,7 +95,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, dpop, revocation, policy, log } = ctx;
+  const { config, verify, dpop, revocation, policy, upstreamAuth, log } = ctx;
   const services = new Map<string, Route>();
   for (const service of config.services) {
     services.set(service.name, {
@@ -153,9 +171,14 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     const route = x.route!;
     bodies.read(req, x.h, (err, body) => {
       if (err) return fail(req, res, x.requestId, route, err);
+      let path: string;
+      try {
+        path = upstreamPath(route, req.url!);
+      } catch (e) {
+        return fail(req, res, x.requestId, route, e);
+      }
       x.h.forward.push('x-request-id', x.requestId);
       const { upstream } = route;
-      const path = upstream.basePath + req.url;
       forward(forwarding, req, res, { upstream, path, headers: x.h.forward, requestId: x.requestId, body });
     });
   }
@@ -180,6 +203,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (status === 'revoked') throw new InvalidTokenError('token_revoked', 'token has been revoked');
     if (status === 'unknown') throw new RevocationUnavailableError();
     checkScope(route.service, t);
+    x.bearer = presented.token;
     const proven = dpop(
       {
         presented,
@@ -202,6 +226,14 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   function proxy(req: IncomingMessage, res: ServerResponse, x: Exchange, t: VerifiedToken): void {
     const { h, requestId } = x;
     const route = x.route!;
+    const { service } = route;
+    if (service.upstreamConnection !== undefined) {
+      try {
+        checkExchangeable(service, t);
+      } catch (e) {
+        return fail(req, res, requestId, route, e, hasBody(h));
+      }
+    }
     bodies.read(req, h, (err, body) => {
       if (err) return fail(req, res, requestId, route, err);
       if (h.mcpMethod !== undefined && req.method === 'POST') {
@@ -213,8 +245,9 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       }
       // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
       let narrow: ToolFilter | undefined;
-      if (policy !== undefined) {
-        try {
+      let path: string;
+      try {
+        if (policy !== undefined) {
           // A compressed body cannot be read here, so no rule could be applied to what it asks for.
           if (body !== null && contentEncoded(h.forward)) {
             throw new BadRequestError(
@@ -225,33 +258,107 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
           narrow =
             h.mcpMethod !== undefined && req.method === 'POST'
-              ? policy.current.checkCalls(route.service.name, headerCalls(h), t)
-              : policy.current.check(route.service.name, body ?? undefined, t);
-        } catch (refusal) {
-          return fail(req, res, requestId, route, refusal);
+              ? policy.current.checkCalls(service.name, headerCalls(h), t)
+              : policy.current.check(service.name, body ?? undefined, t);
         }
+        path = upstreamPath(route, req.url!);
+      } catch (refusal) {
+        return fail(req, res, requestId, route, refusal);
       }
-      const { upstream } = route;
-      const path = upstream.basePath + req.url;
-      const signed: SignedRequest = {
-        service: route.service.name,
-        method: req.method!,
-        path,
-        bodySha256: bodySha256(body),
+      const send = (credential: UpstreamCredential | undefined) =>
+        service.upstreamKind === 'remote'
+          ? sendRemote(req, res, x, path, body, narrow, credential)
+          : sendTool(req, res, x, t, path, body, narrow, credential);
+      if (service.upstreamConnection === undefined) return send(undefined);
+      // The user's upstream token: cached (synchronous) or exchanged at the IdP. Not connected: the upstream is
+      // not contacted, and an MCP request is told where to connect (−32042).
+      const refused = (e: unknown) => {
+        if (e instanceof ConnectionRequiredError && req.method === 'POST') {
+          e.rpcAnswer = elicitationAnswer(e, body);
+        }
+        fail(req, res, requestId, route, e);
       };
-      const identity = signIdentity(route.service.identityKey, signed, {
-        email: t.email,
-        sub: t.sub,
-        issuer: t.kind,
-        scope: t.scope,
-        clientId: t.clientId,
-        jti: t.jti,
-        requestId,
-        // Always signature v3 (the entitlements line hashes '' when the token carries no `ent`).
-        entitlements: t.entitlements,
-      });
-      for (const name in identity) h.forward.push(name, identity[name]!);
-      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
+      let credential: UpstreamCredential | Promise<UpstreamCredential>;
+      try {
+        credential = upstreamAuth!.obtain(service, x.bearer!, t);
+      } catch (e) {
+        return refused(e);
+      }
+      if (credential instanceof Promise) credential.then(send, refused);
+      else send(credential);
+    });
+  }
+
+  /** To one of our tool servers: the caller's identity signed (v4 with an upstream token or an actor, else v3). */
+  function sendTool(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    t: VerifiedToken,
+    path: string,
+    body: Buffer | null,
+    narrow: ToolFilter | undefined,
+    credential: UpstreamCredential | undefined,
+  ): void {
+    const { h, requestId } = x;
+    const { upstream, service } = x.route!;
+    const signed: SignedRequest = {
+      service: service.name,
+      method: req.method!,
+      path,
+      bodySha256: bodySha256(body),
+    };
+    const identity = signIdentity(service.identityKey, signed, {
+      email: t.email,
+      sub: t.sub,
+      issuer: t.kind,
+      scope: t.scope,
+      clientId: t.clientId,
+      jti: t.jti,
+      requestId,
+      // At least signature v3 (the entitlements line hashes '' when the token carries no `ent`).
+      entitlements: t.entitlements,
+      upstreamToken: credential?.token,
+      actor: t.actor,
+    });
+    for (const name in identity) h.forward.push(name, identity[name]!);
+    forward(forwarding, req, res, {
+      upstream,
+      path,
+      headers: h.forward,
+      requestId,
+      body,
+      narrow,
+      onUnauthorized: credential && (() => upstreamAuth!.refused(credential)),
+    });
+  }
+
+  /**
+   * To a third-party MCP server: nothing of the platform's (no `x-platform-*` header, never the platform token),
+   * the user's upstream token as its bearer, its own Host (undici sets it from the upstream's URL), the body as it
+   * came. Every gateway rule has already run in front of it.
+   */
+  function sendRemote(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    path: string,
+    body: Buffer | null,
+    narrow: ToolFilter | undefined,
+    credential: UpstreamCredential | undefined,
+  ): void {
+    const { h, requestId } = x;
+    const { upstream } = x.route!;
+    h.forward.push('x-request-id', requestId);
+    if (credential !== undefined) h.forward.push('authorization', `Bearer ${credential.token}`);
+    forward(forwarding, req, res, {
+      upstream,
+      path,
+      headers: h.forward,
+      requestId,
+      body,
+      narrow,
+      onUnauthorized: credential && (() => upstreamAuth!.refused(credential)),
     });
   }
 
@@ -331,6 +438,27 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   return handle;
+}
+
+/**
+ * The request target at the upstream. A tool server (and a remote upstream given without a path) sees the path
+ * with the service prefix kept, under its URL's path. A remote upstream given with a path (`https://host/mcp`)
+ * is reached at exactly that endpoint: `/<service>/mcp` is sent there (what follows it, and the query, appended);
+ * nothing else under the prefix is proxied to it.
+ */
+function upstreamPath(route: Route, url: string): string {
+  const endpoint = route.service.remoteEndpoint;
+  if (endpoint === undefined) return route.upstream.basePath + url;
+  const prefix = `/${route.service.name}/mcp`;
+  if (url.startsWith(prefix)) {
+    const rest = url.slice(prefix.length);
+    if (rest === '') return endpoint;
+    if (rest.charCodeAt(0) === 63 /* ? */) return endpoint + rest;
+    if (rest.charCodeAt(0) === 47 /* / */) return endpoint.replace(/\/$/, '') + rest;
+  }
+  throw new NotFoundError(
+    `${route.service.name} is a remote MCP server, reached at /${route.service.name}/mcp only`,
+  );
 }
 
 /** The call a 2026-07-28 request names in its headers (checked against the body by checkMcpHeaders). */

@@ -39,6 +39,34 @@ export interface ServiceConfig {
   platformScope: string;
   /** `{base_url}/<service>/.well-known/oauth-protected-resource` (the WWW-Authenticate resource_metadata). */
   resourceMetadataUrl: string;
+  /**
+   * `<SERVICE>_UPSTREAM_CONNECTION`: the user's connection (a name in the IdP's connections file) whose upstream
+   * token every request carries (gateway/upstream-auth/); undefined: none.
+   */
+  upstreamConnection: string | undefined;
+  /**
+   * `<SERVICE>_UPSTREAM_KIND`: `tool` (one of our tool servers: signed identity headers, the upstream token in
+   * `x-platform-upstream-token`) or `remote` (a third-party MCP server: its own Host, `Authorization: Bearer` with
+   * the upstream token, no `x-platform-*` header).
+   */
+  upstreamKind: UpstreamKind;
+  /**
+   * A `remote` upstream whose URL has a path: that path (as written) is its MCP endpoint, where
+   * `/<service>/mcp` is sent. Undefined (a tool server, or a remote URL without a path): the prefix is kept.
+   */
+  remoteEndpoint: string | undefined;
+}
+
+export type UpstreamKind = 'tool' | 'remote';
+
+/** The gateway as a client of the platform IdP's token endpoint (RFC 8693 exchanges). */
+export interface TokenExchangeConfig {
+  /** GATEWAY_TOKEN_URL; default `{PLATFORM_ISSUER}/oauth/token`. */
+  tokenUrl: string;
+  /** Always `platform-gateway`: the IdP's client for the gateway. */
+  clientId: string;
+  /** GATEWAY_CLIENT_SECRET (or _FILE): HTTP Basic at the token endpoint. */
+  clientSecret: string;
 }
 
 export interface PlatformTrust {
@@ -88,7 +116,16 @@ export interface GatewayConfig {
   policyFile: string | undefined;
   /** GATEWAY_DPOP_NONCE=on: DPoP proofs must carry a gateway nonce (RFC 9449 §9); default off. */
   dpopNonce: boolean;
+  /** Set when a service has an upstream connection: how the gateway exchanges platform tokens. */
+  exchange: TokenExchangeConfig | undefined;
 }
+
+/** The IdP's client id for the gateway (it exists when the IdP has PLATFORM_GATEWAY_CLIENT_SECRET). */
+export const GATEWAY_CLIENT_ID = 'platform-gateway';
+/** As the IdP requires of PLATFORM_GATEWAY_CLIENT_SECRET: the same value on both sides. */
+const MIN_CLIENT_SECRET_LENGTH = 32;
+/** A connection's name, as the IdP's connections file allows it. */
+const CONNECTION_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 const GUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const TENANT = /^[A-Za-z0-9][A-Za-z0-9.-]{0,253}$/;
@@ -141,7 +178,11 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
   const upstreams = csv(env, upstreamVar).map((value) => {
     const u = new URL(httpUrl({ [upstreamVar]: value }, upstreamVar, value)!);
     if (u.username || u.password) throw new ConfigError(upstreamVar, 'must not carry credentials');
-    return { origin: u.origin, basePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, '') };
+    return {
+      origin: u.origin,
+      basePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, ''),
+      rawPath: u.pathname,
+    };
   });
   if (upstreams.length === 0) throw new ConfigError(upstreamVar, 'is required');
   const basePath = upstreams[0]!.basePath;
@@ -175,6 +216,18 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
     throw new ConfigError(secretVar, 'must be at least 32 bytes (RFC 7518 §3.2)');
   }
   const prefix = `${base.origin}${base.pathname.replace(/\/$/, '')}/${name}`;
+  const connectionVar = `${P}_UPSTREAM_CONNECTION`;
+  const upstreamConnection = optionalString(env, connectionVar);
+  if (upstreamConnection !== undefined && !CONNECTION_NAME.test(upstreamConnection)) {
+    throw new ConfigError(
+      connectionVar,
+      `must be a connection name ([a-z][a-z0-9-]{0,31}, as in the IdP's connections file), got "${upstreamConnection}"`,
+    );
+  }
+  const upstreamKind = oneOf(env, `${P}_UPSTREAM_KIND`, ['tool', 'remote'] as const, 'tool');
+  if (upstreamKind === 'remote' && upstreams.some((x) => x.rawPath !== upstreams[0]!.rawPath)) {
+    throw new ConfigError(upstreamVar, 'all upstreams of a service must have the same path');
+  }
   return Object.freeze({
     name,
     upstreamOrigins: Object.freeze(upstreamOrigins),
@@ -187,6 +240,47 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
     identityKey: deriveIdentityKey(identitySecret, name),
     platformScope: `mcp:${name}`,
     resourceMetadataUrl: `${prefix}/.well-known/oauth-protected-resource`,
+    upstreamConnection,
+    upstreamKind,
+    remoteEndpoint: upstreamKind === 'remote' && basePath !== '' ? upstreams[0]!.rawPath : undefined,
+  });
+}
+
+/**
+ * The exchange settings, required as soon as one service names an upstream connection: only platform tokens can
+ * be exchanged (so PLATFORM_ISSUER), and the IdP knows the gateway by its client secret.
+ */
+function loadExchange(
+  env: Env,
+  services: readonly ServiceConfig[],
+  platform: PlatformTrust | undefined,
+): TokenExchangeConfig | undefined {
+  const connected = services.find((s) => s.upstreamConnection !== undefined);
+  if (connected === undefined) return undefined;
+  const because = `${envPrefix(connected.name)}_UPSTREAM_CONNECTION is set`;
+  if (platform === undefined) {
+    throw new ConfigError(
+      'PLATFORM_ISSUER',
+      `is required when ${because} (only platform tokens are exchanged)`,
+    );
+  }
+  const clientSecret = optionalSecret(env, 'GATEWAY_CLIENT_SECRET');
+  if (clientSecret === undefined) {
+    throw new ConfigError(
+      'GATEWAY_CLIENT_SECRET',
+      `is required when ${because} (or GATEWAY_CLIENT_SECRET_FILE; the IdP's PLATFORM_GATEWAY_CLIENT_SECRET)`,
+    );
+  }
+  if (clientSecret.length < MIN_CLIENT_SECRET_LENGTH) {
+    throw new ConfigError(
+      'GATEWAY_CLIENT_SECRET',
+      `must be at least ${MIN_CLIENT_SECRET_LENGTH} characters (the IdP's PLATFORM_GATEWAY_CLIENT_SECRET)`,
+    );
+  }
+  return Object.freeze({
+    tokenUrl: httpUrl(env, 'GATEWAY_TOKEN_URL') ?? `${platform.issuer.replace(/\/$/, '')}/oauth/token`,
+    clientId: GATEWAY_CLIENT_ID,
+    clientSecret,
   });
 }
 
@@ -265,6 +359,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
       throw new ConfigError(`${envPrefix(s.name)}_MCP_CLIENT_ID`, 'is set but IDP_TENANT_ID is not');
     }
   }
+  const exchange = loadExchange(env, services, platform);
   const gatewayPort = port(env, 'GATEWAY_PORT', 8080);
   return Object.freeze({
     port: gatewayPort,
@@ -290,5 +385,6 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
     shutdownGraceMs: number(env, 'GATEWAY_SHUTDOWN_GRACE_SECONDS', 10, { min: 0, max: 600 }) * 1000,
     policyFile: optionalString(env, 'GATEWAY_POLICY_FILE'),
     dpopNonce: oneOf(env, 'GATEWAY_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
+    exchange,
   });
 }

@@ -102,3 +102,59 @@ export class HeaderMismatchError extends GatewayError {
 
 /** The JSON-RPC error code of HeaderMismatchError (MCP 2026-07-28). */
 export const HEADER_MISMATCH_CODE = -32020;
+
+// Services with an upstream connection (gateway/upstream-auth/): the user's token for the system behind the
+// service is obtained by exchanging the platform token at the IdP (RFC 8693).
+
+/**
+ * 403 (or, for an MCP request, HTTP 200 with the JSON-RPC error −32042 and a URL elicitation): the user has not
+ * connected the service's upstream connection, or the upstream refused the stored grant. The upstream is not
+ * contacted; `connectUri` is where the user connects.
+ */
+export class ConnectionRequiredError extends GatewayError {
+  readonly status = 403;
+  readonly code = 'CONNECTION_REQUIRED';
+  override readonly name = 'ConnectionRequiredError';
+  readonly connection: string;
+  readonly connectUri: string;
+  /** The JSON-RPC answer (−32042) when the request was an MCP request; undefined: the 403 body. */
+  rpcAnswer: string | undefined;
+  constructor(connection: string, connectUri: string, service: string) {
+    super(
+      'connection_required',
+      `${service} acts as you on ${connection}: connect ${connection} at ${connectUri}, then retry`,
+    );
+    this.connection = connection;
+    this.connectUri = connectUri;
+  }
+}
+
+/** The JSON-RPC error code of ConnectionRequiredError: MCP URL elicitation required. */
+export const URL_ELICITATION_REQUIRED_CODE = -32042;
+
+/** 403: only platform tokens can be exchanged for a user's upstream token (an Entra or a service token was given). */
+export class ConnectionUnavailableError extends GatewayError {
+  readonly status = 403;
+  readonly code = 'CONNECTION_UNAVAILABLE';
+  override readonly name = 'ConnectionUnavailableError';
+}
+
+/**
+ * 502: the upstream answered 401 to the user's upstream token. The gateway forgot that token (the next request
+ * exchanges afresh) and did not retry: the upstream may have acted on the request.
+ */
+export class UpstreamAuthFailedError extends GatewayError {
+  readonly status = 502;
+  readonly code = 'UPSTREAM_AUTH_FAILED';
+  override readonly name = 'UpstreamAuthFailedError';
+}
+
+/**
+ * 503: the IdP's token endpoint could not exchange the token for a reason that is not the user's (unreachable,
+ * 5xx, the gateway's client refused, an unusable answer). Logged for the operator; the client may retry.
+ */
+export class ExchangeUnavailableError extends GatewayError {
+  readonly status = 503;
+  readonly code = 'EXCHANGE_UNAVAILABLE';
+  override readonly name = 'ExchangeUnavailableError';
+}

@@ -3,7 +3,13 @@ import type { Logger } from '../lib/logger.ts';
 import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './auth/errors.ts';
 import type { ServiceConfig } from './config.ts';
 import { DpopRefusedError, GATEWAY_DPOP_ALGORITHMS } from './dpop/check.ts';
-import { GatewayError, HEADER_MISMATCH_CODE, HeaderMismatchError, MethodNotAllowedError } from './errors.ts';
+import {
+  ConnectionRequiredError,
+  GatewayError,
+  HEADER_MISMATCH_CODE,
+  HeaderMismatchError,
+  MethodNotAllowedError,
+} from './errors.ts';
 
 export interface ErrorContext {
   requestId: string;
@@ -102,9 +108,25 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
     x.log.error({ reqId: x.requestId, method: x.method, path: x.path, err }, 'unexpected error');
     if (x.bodyUnread) headers.push('connection', 'close');
   }
-  const body =
-    err instanceof HeaderMismatchError
-      ? JSON.stringify({ jsonrpc: '2.0', id: err.rpcId, error: { code: HEADER_MISMATCH_CODE, message } })
-      : JSON.stringify({ error: { code, message, context: { request_id: x.requestId, reason } } });
+  let body: string;
+  if (err instanceof HeaderMismatchError) {
+    body = JSON.stringify({ jsonrpc: '2.0', id: err.rpcId, error: { code: HEADER_MISMATCH_CODE, message } });
+  } else if (err instanceof ConnectionRequiredError) {
+    // An MCP request gets its JSON-RPC answer (−32042, a URL elicitation) with HTTP 200, as MCP clients read it.
+    if (err.rpcAnswer !== undefined) {
+      status = 200;
+      body = err.rpcAnswer;
+    } else {
+      const context = {
+        request_id: x.requestId,
+        reason,
+        connection: err.connection,
+        connect_uri: err.connectUri,
+      };
+      body = JSON.stringify({ error: { code, message, context } });
+    }
+  } else {
+    body = JSON.stringify({ error: { code, message, context: { request_id: x.requestId, reason } } });
+  }
   sendJsonBody(res, status, body, headers);
 }

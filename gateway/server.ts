@@ -6,7 +6,7 @@ import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
-import type { MemoryRevocations } from '../lib/revocation.ts';
+import type { MemoryRevocations, RevocationEvent } from '../lib/revocation.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
 import { createTokenVerifier } from './auth/verify-token.ts';
@@ -25,6 +25,9 @@ import { createUpstream, type Upstream } from './proxy/forward.ts';
 import { createRedisClients, type RedisClients, RedisOutage } from './redis.ts';
 import { memoryRevocationCheck, type RevocationCheck, RevocationMirror } from './revocation/mirror.ts';
 import { type RevocationSync, startRevocationSync } from './revocation/redis-sync.ts';
+import { createTokenExchange } from './upstream-auth/exchange.ts';
+import { UpstreamTokenCache } from './upstream-auth/token-cache.ts';
+import { createUpstreamCredentials } from './upstream-auth/upstream-credentials.ts';
 
 export interface GatewayDeps {
   log: Logger;
@@ -81,8 +84,15 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
   let store: JwksStore | undefined;
   let revocation: RevocationCheck;
   let replay: DpopReplayStore;
+  // The users' upstream tokens, dropped as their revocations arrive (and never served past a cut-off anyway).
+  const upstreamTokens = config.exchange && new UpstreamTokenCache();
+  const onRevocationEvent = (event: RevocationEvent) => {
+    upstreamTokens?.revoked(event);
+    if (metrics) recordRevocation(metrics, event);
+  };
   if (deps.revocations) {
     revocation = memoryRevocationCheck(deps.revocations);
+    if (upstreamTokens) deps.revocations.on('revocation', onRevocationEvent);
     replay = new MemoryDpopReplayStore();
   } else {
     if (config.redisUrl === undefined) throw new ConfigError('REDIS_URL', 'is required');
@@ -97,7 +107,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       log.warn({ issuer, problem: detail }, 'shared key set in redis ignored; fetching it from the issuer'),
     );
     const mirror = new RevocationMirror(config.revocationMode);
-    sync = startRevocationSync(mirror, redis, log, metrics && ((event) => recordRevocation(metrics, event)));
+    sync = startRevocationSync(mirror, redis, log, upstreamTokens || metrics ? onRevocationEvent : undefined);
     revocation = mirror;
     replay = gatewayReplayStore(redis.cmd, config.revocationMode);
   }
@@ -150,6 +160,17 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
+  const exchanger = config.exchange && createTokenExchange(config.exchange, log);
+  const upstreamAuth =
+    exchanger &&
+    upstreamTokens &&
+    createUpstreamCredentials({
+      exchange: exchanger.exchange,
+      cache: upstreamTokens,
+      revocation,
+      issuer: config.platform!.issuer,
+      log,
+    });
   const gatewayHandler = createGatewayHandler({
     config,
     verify,
@@ -158,6 +179,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     upstreams,
     bodies,
     policy,
+    upstreamAuth,
     log,
   });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
@@ -185,7 +207,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     sync?.stop();
     stopKeyNotices?.();
     bodies.close();
+    if (upstreamTokens && deps.revocations) deps.revocations.off('revocation', onRevocationEvent);
+    upstreamTokens?.clear();
     await Promise.all([...upstreams.values()].map((u) => u.close()));
+    await exchanger?.close();
     await redis?.close();
     await http.close();
   };
@@ -203,6 +228,8 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
         services: config.services.map((s) => ({
           name: s.name,
           upstreams: s.upstreamOrigins.map((o) => o + s.upstreamBasePath),
+          ...(s.upstreamKind === 'remote' ? { kind: 'remote' } : {}),
+          ...(s.upstreamConnection ? { connection: s.upstreamConnection } : {}),
         })),
         platformIssuer: platform?.issuer,
         entraTenant: entra?.tenantId,

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type Dispatcher, Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
-import { type GatewayError, UpstreamUnavailableError } from '../errors.ts';
+import { type GatewayError, UpstreamAuthFailedError, UpstreamUnavailableError } from '../errors.ts';
 import { narrowJsonBody, SseToolsNarrower, type ToolFilter } from '../policy/tools-list.ts';
 import { responseHeaders } from './headers.ts';
 
@@ -91,6 +91,12 @@ export interface Outbound {
    * whole and rewritten; an SSE answer is rewritten event by event). Undefined: relayed untouched.
    */
   narrow?: ToolFilter | undefined;
+  /**
+   * The request carries the user's upstream token (a service with an upstream connection): a 401 answer means
+   * the upstream refused that token. This is told (the token is forgotten), and the client gets 502
+   * UPSTREAM_AUTH_FAILED instead of the answer; the request is not retried (the upstream may have acted on it).
+   */
+  onUnauthorized?: (() => void) | undefined;
 }
 
 function isEventStream(type: string | string[] | undefined): boolean {
@@ -142,6 +148,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   readonly #requestId: string;
   readonly #body: Buffer | null;
   readonly #narrow: ToolFilter | undefined;
+  readonly #onUnauthorized: (() => void) | undefined;
   #narrowing: Narrowing | undefined;
   readonly #startedAt = Date.now();
   #controller: Dispatcher.DispatchController | null = null;
@@ -165,6 +172,7 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     this.#requestId = out.requestId;
     this.#body = out.body;
     this.#narrow = out.narrow;
+    this.#onUnauthorized = out.onUnauthorized;
     const u = out.upstream;
     this.#target = u.next;
     u.next = u.pools.length === 1 ? 0 : (u.next + 1) % u.pools.length;
@@ -208,6 +216,19 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
   ): void {
     // 1xx interim responses are not relayed (Node answered the client's Expect: 100-continue itself).
     if (statusCode < 200) return;
+    if (statusCode === 401 && this.#onUnauthorized !== undefined) {
+      this.#finished = true;
+      controller.abort(new Error('upstream refused the upstream token'));
+      this.#onUnauthorized();
+      const service = this.#upstream.service;
+      this.#fail(
+        new UpstreamAuthFailedError(
+          'upstream_unauthorized',
+          `the ${service.name} upstream refused your ${service.upstreamConnection} credentials (401); the request was not retried, the next one uses fresh credentials`,
+        ),
+      );
+      return;
+    }
     this.#responseStarted = true;
     const res = this.#res;
     if (this.#narrow !== undefined && !this.#startNarrowing(controller, statusCode, headers)) return;
