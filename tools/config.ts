@@ -47,6 +47,12 @@ export interface ToolServerConfig {
   allowedOrigins: readonly string[];
   /** Mail only: Graph delivery; undefined = deliver into the outbox table. */
   graph: GraphConfig | undefined;
+  /**
+   * Mail only: MAIL_UPSTREAM_CONNECTION, the `entra` connection whose delegated token the gateway sends in
+   * `x-platform-upstream-token`: the caller's own mail and events then go to Graph as the caller (`/me`), with or
+   * without app-only credentials. Undefined: as before (app-only Graph or the outbox).
+   */
+  mailConnection: { name: string; graphBaseUrl: string } | undefined;
   logLevel: string;
   /** PLATFORM_ENTITY_ENFORCEMENT=on: tools that know their entities require the token's `ent` grants. */
   entityEnforcement: boolean;
@@ -86,6 +92,24 @@ function graphConfig(env: Env): GraphConfig | undefined {
     baseUrl: httpUrl(env, 'GRAPH_BASE_URL') ?? 'https://graph.microsoft.com/v1.0',
     tokenUrl:
       httpUrl(env, 'GRAPH_TOKEN_URL') ?? `https://login.microsoftonline.com/${tenantId}/oauth2/v2.0/token`,
+  });
+}
+
+/** The same rule as the IdP's connections file and the gateway's `<SERVICE>_UPSTREAM_CONNECTION`. */
+const CONNECTION_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+
+function mailConnection(env: Env): ToolServerConfig['mailConnection'] {
+  const name = optionalString(env, 'MAIL_UPSTREAM_CONNECTION');
+  if (name === undefined) return undefined;
+  if (!CONNECTION_NAME.test(name)) {
+    throw new ConfigError(
+      'MAIL_UPSTREAM_CONNECTION',
+      `must be a connection name ([a-z][a-z0-9-]{0,31}), got "${name}"`,
+    );
+  }
+  return Object.freeze({
+    name,
+    graphBaseUrl: httpUrl(env, 'GRAPH_BASE_URL') ?? 'https://graph.microsoft.com/v1.0',
   });
 }
 
@@ -158,6 +182,7 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
     allowedHosts: Object.freeze(hostPatterns(env, `${prefix}_MCP_ALLOWED_HOSTS`)),
     allowedOrigins: Object.freeze(origins(env, `${prefix}_MCP_ALLOWED_ORIGINS`)),
     graph: name === 'mail' ? graphConfig(env) : undefined,
+    mailConnection: name === 'mail' ? mailConnection(env) : undefined,
     logLevel: logLevel(env),
     entityEnforcement: oneOf(env, 'PLATFORM_ENTITY_ENFORCEMENT', ['on', 'off'] as const, 'off') === 'on',
     dealsEntitySql: name === 'deals' ? optionalString(env, 'DEALS_ENTITY_SQL') : undefined,

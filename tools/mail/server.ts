@@ -1,4 +1,5 @@
 import type { ToolService } from '../kit/service.ts';
+import { createDelegatedMail } from './delivery/delegated.ts';
 import type { MailDelivery } from './delivery/delivery.ts';
 import { createGraphDelivery } from './delivery/graph.ts';
 import { createGraphClient } from './delivery/graph-client.ts';
@@ -16,7 +17,12 @@ export const mailService: ToolService = {
     const delivery: MailDelivery = config.graph
       ? createGraphDelivery(createGraphClient(config.graph, { log: log.child({ component: 'graph' }) }))
       : createOutboxDelivery(pool);
-    const deps = { delivery, adminEmails: config.adminEmails };
+    const connection = config.mailConnection;
+    const delegated =
+      connection && createDelegatedMail({ connection: connection.name, baseUrl: connection.graphBaseUrl });
+    if (connection)
+      log.info({ connection: connection.name }, "the caller's own mail goes to Graph as the caller");
+    const deps = { delivery, delegated, adminEmails: config.adminEmails };
     return { tools: [sendMailTool(deps), createCalendarEventTool(deps)] };
   },
 };

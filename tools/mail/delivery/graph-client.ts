@@ -32,7 +32,8 @@ interface CachedToken {
   expiresAt: number;
 }
 
-async function graphErrorMessage(res: Response): Promise<string> {
+/** Graph's (or Entra's) error body in one line: `code: message`, or the status alone. */
+export async function graphErrorMessage(res: Response): Promise<string> {
   const text = await res.text().catch(() => '');
   try {
     const j = JSON.parse(text) as {

@@ -28,6 +28,8 @@ export function createCalendarEventTool(deps: MailToolDeps): AnyTool {
       delivery: z.enum(['graph', 'outbox']),
       organizer: z.string(),
       send_as: z.boolean(),
+      /** Created as the caller with their connection's delegated token (Graph `/me`), not app-only. */
+      delegated: z.boolean().optional(),
       event_id: z.string().optional(),
       outbox_id: z.string().optional(),
     }),
@@ -38,21 +40,25 @@ export function createCalendarEventTool(deps: MailToolDeps): AnyTool {
       }
       const sender = resolveSender(identity, args.as_user_email, deps.adminEmails);
       if (sender.sendAs) log.info({ sendAs: sender.email }, 'admin send-as: calendar event');
-      const receipt = await deps.delivery.createEvent(
-        {
-          organizer: sender.email,
-          title: args.title,
-          start: args.start,
-          end: args.end,
-          attendees: args.attendees,
-        },
-        { requestedBy: identity.email, sendAs: sender.sendAs, requestId, signal },
-      );
+      const event = {
+        organizer: sender.email,
+        title: args.title,
+        start: args.start,
+        end: args.end,
+        attendees: args.attendees,
+      };
+      const ctx = { requestedBy: identity.email, sendAs: sender.sendAs, requestId, signal };
+      // Send-as stays app-only; the caller's own calendar is written as the caller when a connection is configured.
+      const delegated = !sender.sendAs && deps.delegated !== undefined;
+      const receipt = delegated
+        ? await deps.delegated!.createEvent(event, identity.upstreamToken, ctx)
+        : await deps.delivery.createEvent(event, ctx);
       return {
         status: receipt.status,
         delivery: receipt.delivery,
         organizer: sender.email,
         send_as: sender.sendAs,
+        ...(delegated ? { delegated: true } : {}),
         ...(receipt.eventId ? { event_id: receipt.eventId } : {}),
         ...(receipt.outboxId ? { outbox_id: receipt.outboxId } : {}),
       };

@@ -1,10 +1,14 @@
 import { z } from 'zod';
 import { type AnyTool, defineTool } from '../../kit/tool.ts';
+import type { DelegatedMail } from '../delivery/delegated.ts';
 import type { MailDelivery } from '../delivery/delivery.ts';
 import { resolveSender } from '../send-as.ts';
 
 export interface MailToolDeps {
+  /** Send-as, and the caller's own mail without a connection: app-only Graph or the outbox. */
   delivery: MailDelivery;
+  /** MAIL_UPSTREAM_CONNECTION set: the caller's own mail and events go to Graph as the caller. */
+  delegated?: DelegatedMail | undefined;
   adminEmails: readonly string[];
 }
 
@@ -27,26 +31,32 @@ export function sendMailTool(deps: MailToolDeps): AnyTool {
       delivery: z.enum(['graph', 'outbox']),
       from: z.string(),
       send_as: z.boolean(),
+      /** Sent as the caller with their connection's delegated token (Graph `/me`), not app-only. */
+      delegated: z.boolean().optional(),
       outbox_id: z.string().optional(),
     }),
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     async run(args, { identity, requestId, log, signal }) {
       const sender = resolveSender(identity, args.as_user_email, deps.adminEmails);
       if (sender.sendAs) log.info({ sendAs: sender.email }, 'admin send-as: mail');
-      const receipt = await deps.delivery.sendMail(
-        {
-          from: sender.email,
-          to: typeof args.to === 'string' ? [args.to] : args.to,
-          subject: args.subject,
-          body: args.body,
-        },
-        { requestedBy: identity.email, sendAs: sender.sendAs, requestId, signal },
-      );
+      const mail = {
+        from: sender.email,
+        to: typeof args.to === 'string' ? [args.to] : args.to,
+        subject: args.subject,
+        body: args.body,
+      };
+      const ctx = { requestedBy: identity.email, sendAs: sender.sendAs, requestId, signal };
+      // Send-as stays app-only; the caller's own mail goes as the caller when a connection is configured.
+      const delegated = !sender.sendAs && deps.delegated !== undefined;
+      const receipt = delegated
+        ? await deps.delegated!.sendMail(mail, identity.upstreamToken, ctx)
+        : await deps.delivery.sendMail(mail, ctx);
       return {
         status: receipt.status,
         delivery: receipt.delivery,
         from: sender.email,
         send_as: sender.sendAs,
+        ...(delegated ? { delegated: true } : {}),
         ...(receipt.outboxId ? { outbox_id: receipt.outboxId } : {}),
       };
     },
