@@ -296,7 +296,7 @@ describe('the cache of upstream tokens', () => {
     try {
       const callers = Array.from({ length: 50 }, (_, i) => (i % 2 === 0 ? a : b));
       const answers = await Promise.all(callers.map((u, i) => whoamiCall(u.token, i)));
-      answers.forEach((r, i) => expect(whoamiUser(r), `call ${i}`).toBe(callers[i]!.email));
+      for (const [i, r] of answers.entries()) expect(whoamiUser(r), `call ${i}`).toBe(callers[i]!.email);
     } finally {
       idp.delayMs = 0;
     }
