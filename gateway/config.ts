@@ -181,7 +181,8 @@ function loadService(env: Env, name: string, base: URL, identitySecret: string):
     return {
       origin: u.origin,
       basePath: u.pathname === '/' ? '' : u.pathname.replace(/\/$/, ''),
-      rawPath: u.pathname,
+      // As written (httpUrl drops a trailing slash): a remote MCP endpoint may need it.
+      rawPath: new URL(value).pathname,
     };
   });
   if (upstreams.length === 0) throw new ConfigError(upstreamVar, 'is required');

@@ -87,6 +87,46 @@ describe('defaults', () => {
   });
 });
 
+/** A service with an upstream connection, and what it needs. */
+const CONNECTED = {
+  DEALS_UPSTREAM_CONNECTION: 'github',
+  PLATFORM_ISSUER: 'https://idp.example.com',
+  PLATFORM_AUDIENCE: 'https://idp.example.com/api',
+  GATEWAY_CLIENT_SECRET: 'c'.repeat(32),
+};
+
+describe('services with an upstream connection', () => {
+  it("read the connection and kind; the exchange defaults to the issuer's token endpoint as platform-gateway", () => {
+    const c = loadGatewayConfig({
+      ...base,
+      ...CONNECTED,
+      MAIL_BOX_UPSTREAM_KIND: 'remote',
+      MAIL_BOX_MCP_UPSTREAM: 'https://mcp.example.org/mcp/',
+    });
+    expect(c.services[0]).toMatchObject({
+      upstreamConnection: 'github',
+      upstreamKind: 'tool',
+      remoteEndpoint: undefined,
+    });
+    expect(c.services[1]).toMatchObject({
+      upstreamConnection: undefined,
+      upstreamKind: 'remote',
+      remoteEndpoint: '/mcp/',
+    });
+    expect(c.exchange).toEqual({
+      tokenUrl: 'https://idp.example.com/oauth/token',
+      clientId: 'platform-gateway',
+      clientSecret: 'c'.repeat(32),
+    });
+    expect(
+      loadGatewayConfig({ ...base, ...CONNECTED, GATEWAY_TOKEN_URL: 'http://idp:3000/oauth/token' }).exchange
+        ?.tokenUrl,
+    ).toBe('http://idp:3000/oauth/token');
+    // No connection anywhere: no exchange, whatever else is set.
+    expect(loadGatewayConfig({ ...base, GATEWAY_CLIENT_SECRET: 'c'.repeat(32) }).exchange).toBeUndefined();
+  });
+});
+
 describe('bad values stop start-up with the variable named', () => {
   const cases: Array<[string, Record<string, string | undefined>, RegExp]> = [
     ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: undefined }, /is required/],
@@ -116,6 +156,16 @@ describe('bad values stop start-up with the variable named', () => {
     ['GATEWAY_MAX_BODY_BYTES', { GATEWAY_MAX_BODY_BYTES: '10' }, /between/],
     ['GATEWAY_BODY_TIMEOUT_MS', { GATEWAY_BODY_TIMEOUT_MS: '10s' }, /number/],
     ['GATEWAY_BODY_TIMEOUT_MS', { GATEWAY_BODY_TIMEOUT_MS: '50' }, /between/],
+    ['DEALS_UPSTREAM_CONNECTION', { DEALS_UPSTREAM_CONNECTION: 'GitHub' }, /connection name/],
+    ['DEALS_UPSTREAM_KIND', { DEALS_UPSTREAM_KIND: 'third-party' }, /tool, remote/],
+    ['PLATFORM_ISSUER', { DEALS_UPSTREAM_CONNECTION: 'github' }, /only platform tokens are exchanged/],
+    [
+      'GATEWAY_CLIENT_SECRET',
+      { ...CONNECTED, GATEWAY_CLIENT_SECRET: undefined },
+      /is required when DEALS_UPSTREAM_CONNECTION/,
+    ],
+    ['GATEWAY_CLIENT_SECRET', { ...CONNECTED, GATEWAY_CLIENT_SECRET: 'x'.repeat(31) }, /at least 32/],
+    ['GATEWAY_TOKEN_URL', { ...CONNECTED, GATEWAY_TOKEN_URL: 'idp:3000/oauth/token' }, /URL/],
   ];
   it.each(cases)('%s %j', (variable, change, problem) => {
     const err = failure({ ...base, ...change });
