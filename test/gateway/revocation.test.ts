@@ -100,6 +100,25 @@ describe('propagation to every replica', () => {
     for (const gw of gateways) expect((await post(gw, later)).status).toBe(200);
   });
 
+  it("a machine client's cut-off (revoke-client) revokes the delegated tokens it acts in, nested or not, on both gateways within 100 ms", async () => {
+    const agent = `agent-${randomUUID()}`;
+    const direct = await token({ act: { sub: agent }, client_id: agent }, -10);
+    const nested = await token({ act: { sub: `outer-${randomUUID()}`, act: { sub: agent } } }, -10);
+    const own = await token({}, -10);
+    for (const gw of gateways) {
+      for (const x of [direct, nested, own]) expect((await post(gw, x.t)).status).toBe(200);
+    }
+    const start = performance.now();
+    const publishing = publisher.denySubject(agent, Math.floor(Date.now() / 1000));
+    const elapsed = await Promise.all(
+      gateways.flatMap((gw) => [msUntilRevoked(gw, direct.t, start), msUntilRevoked(gw, nested.t, start)]),
+    );
+    await publishing;
+    for (const ms of elapsed) expect(ms).toBeLessThan(PROPAGATION_BOUND_MS);
+    // The same user's own token (no actor) is untouched.
+    for (const gw of gateways) expect((await post(gw, own.t)).status).toBe(200);
+  });
+
   it("revocation of one token leaves the same subject's other tokens alone", async () => {
     const a = await token();
     const b = await mint({
