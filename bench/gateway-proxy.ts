@@ -6,7 +6,9 @@
 // verified-token cache holds 50 entries and revocation is checked on every request); real Redis. The upstream
 // and the proxy under test are pinned to core 0, the load generator to core 1, and the same load is run
 // straight at the upstream, through the gateway, through a second gateway with a 50-rule per-tool policy
-// (bench/gateway/policy.ts; the ratio to the first is the policy's cost) and, when `haproxy` is installed, through HAProxy twice
+// (bench/gateway/policy.ts; the ratio to the first is the policy's cost), through a third gateway where the
+// service has an upstream connection (each request carries the user's upstream token, from the gateway's cache,
+// under identity v4; the ratio to the first is that cost) and, when `haproxy` is installed, through HAProxy twice
 // (bench/gateway/haproxy.ts): verifying RS256 only — the reference the issue's target is named after — and
 // doing the gateway's whole per-request job.
 //
@@ -52,6 +54,7 @@ import {
   RESPONSE_BODY,
   SERVICE,
 } from './gateway/shape.ts';
+import { BENCH_GATEWAY_CLIENT_SECRET, startBenchTokenEndpoint } from './gateway/token-endpoint.ts';
 import { combine, type Measured } from './lib/latencies.ts';
 import { startBenchIssuer } from './lib/platform-issuer.ts';
 
@@ -136,12 +139,15 @@ async function orchestrate(): Promise<void> {
   );
   const platform = await startBenchIssuer({ audience: AUDIENCE, service: SERVICE, users: 50, jkts });
   const { issuer, tokens, boundTokens, publicKey } = platform;
+  // The IdP's token endpoint for the upstream-connection target (exchanges happen before the measured runs).
+  const tokenEndpoint = await startBenchTokenEndpoint();
 
   const children: ChildProcess[] = [];
   const scratch = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
   const cleanup = () => {
     for (const c of children) c.kill('SIGTERM');
     platform.close();
+    tokenEndpoint.close();
     rmSync(scratch, { recursive: true, force: true });
   };
   process.on('exit', cleanup);
@@ -179,6 +185,12 @@ async function orchestrate(): Promise<void> {
     const policyFile = join(scratch, 'policy.yaml');
     writeFileSync(policyFile, benchPolicy(SERVICE, tokens.length));
     const withPolicy = await startGateway({ GATEWAY_POLICY_FILE: policyFile });
+    // The same service with an upstream connection: every request carries the user's upstream token (cached).
+    const connected = await startGateway({
+      BENCH_UPSTREAM_CONNECTION: 'bench',
+      GATEWAY_CLIENT_SECRET: BENCH_GATEWAY_CLIENT_SECRET,
+      GATEWAY_TOKEN_URL: tokenEndpoint.url,
+    });
 
     const targets: Target[] = [
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
@@ -190,6 +202,12 @@ async function orchestrate(): Promise<void> {
         proxy: gateway.child,
         runs: [],
         dpop: { htu: `${gateway.url}/${SERVICE}/mcp`, keys: dpopKeys },
+      },
+      {
+        name: 'upstream connection (cached)',
+        url: connected.url,
+        proxy: connected.child,
+        runs: [],
       },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
@@ -263,7 +281,8 @@ async function orchestrate(): Promise<void> {
         );
       }
     }
-    const [direct, through, policed, dpop] = targets.map((t) => combine(t.runs)) as [
+    const [direct, through, policed, dpop, upstreamAuth] = targets.map((t) => combine(t.runs)) as [
+      Measured,
       Measured,
       Measured,
       Measured,
@@ -318,6 +337,11 @@ async function orchestrate(): Promise<void> {
         .join(
           ', ',
         )}; gateway CPU per DPoP request +${(dpop.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs over Bearer (proof verify + replay SET NX EX; split: node bench/dpop-cost.ts)`,
+      `ratio a service with an upstream connection (token cached) / the same service without one: ${(upstreamAuth.requestsPerSecond / through.requestsPerSecond).toFixed(3)}× (target ≥ 0.9×); per round: ${targets[4]!.runs
+        .map((r, i) => `${(r.requestsPerSecond / targets[1]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
+        .join(
+          ', ',
+        )}; gateway CPU +${(upstreamAuth.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request; exchanges: ${tokenEndpoint.exchanges()} (one per user, before the measured runs)`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.
