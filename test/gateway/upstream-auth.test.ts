@@ -5,6 +5,9 @@
 // The platform token must never reach an upstream; two users' tokens must never be mixed; a revocation of the
 // user drops the cached token within 1 s; a user who has not connected gets −32042 with the connect URL.
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import {
   Client,
   StreamableHTTPClientTransport,
@@ -407,6 +410,60 @@ describe('a tool server with an upstream connection', () => {
       connect_uri: `${CONNECT_BASE}/connections/m365`,
     });
     expect(tool.requests.length).toBe(before);
+  });
+});
+
+describe('delegated tokens under the policy', () => {
+  it("an actor: rule decides on the acting client; the user's own client is not matched by it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'actor-policy-'));
+    const file = join(dir, 'policy.yaml');
+    writeFileSync(
+      file,
+      `rules:
+  - {service: mail, tool: send_mail, actor: "*", effect: deny}
+  - {service: mail, tool: create_calendar_event, actor: [other-agent], effect: deny}
+  - effect: allow
+`,
+    );
+    const policed = await startGatewayProcess(
+      gatewayEnv(
+        { services: { mail: tool.url }, platform: ks, redisUrl: inject('redisUrl') },
+        { GATEWAY_POLICY_FILE: file },
+      ),
+    );
+    try {
+      const u = await newUser('actor-policy');
+      const agent = await platformToken(ks, {
+        sub: u.sub,
+        email: u.email,
+        scope: 'mcp:mail',
+        act: { sub: 'reporting-agent' },
+      });
+      const toolCall = (token: string, name: string) =>
+        call(`${policed.url}/mail/mcp`, {
+          method: 'POST',
+          token,
+          body: JSON.stringify({
+            jsonrpc: '2.0',
+            id: 1,
+            method: 'tools/call',
+            params: { name, arguments: {} },
+          }),
+        });
+      const refused = await toolCall(agent, 'send_mail');
+      expect(refused.status).toBe(403);
+      expect(errorOf(refused)).toMatchObject({ code: 'FORBIDDEN_TOOL', reason: 'policy_denied' });
+      expect((await toolCall(u.token, 'send_mail')).status).toBe(200);
+      const before = tool.requests.length;
+      expect((await toolCall(agent, 'create_calendar_event')).status).toBe(200);
+      expect(verifyRecorded(tool.requests[before]!)).toMatchObject({
+        actor: 'reporting-agent',
+        email: u.email,
+      });
+    } finally {
+      await policed.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
