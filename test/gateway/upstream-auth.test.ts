@@ -413,6 +413,46 @@ describe('a tool server with an upstream connection', () => {
   });
 });
 
+describe('the IdP failing the gateway', () => {
+  it('a refused client secret or an unreachable token endpoint: 503 EXCHANGE_UNAVAILABLE, nothing sent upstream', async () => {
+    const u = await newUser('idp-failing');
+    connectGithub(u);
+    const cases = [
+      { secret: `${GATEWAY_CLIENT_SECRET}-wrong`, url: `${idp.url}/oauth/token`, reason: 'exchange_refused' },
+      {
+        secret: GATEWAY_CLIENT_SECRET,
+        url: 'http://127.0.0.1:9/oauth/token',
+        reason: 'exchange_unreachable',
+      },
+    ];
+    for (const c of cases) {
+      const other = await startGatewayProcess(
+        gatewayEnv(
+          { services: { github: remote.mcpUrl }, platform: ks, redisUrl: inject('redisUrl') },
+          {
+            GITHUB_UPSTREAM_CONNECTION: 'github',
+            GITHUB_UPSTREAM_KIND: 'remote',
+            GATEWAY_CLIENT_SECRET: c.secret,
+            GATEWAY_TOKEN_URL: c.url,
+          },
+        ),
+      );
+      try {
+        const before = remote.requests.length;
+        const r = await call(`${other.url}/github/mcp`, { method: 'POST', token: u.token });
+        expect(r.status, c.reason).toBe(503);
+        expect(errorOf(r)).toMatchObject({ code: 'EXCHANGE_UNAVAILABLE', reason: c.reason });
+        expect(r.headers['retry-after']).toBe('2');
+        expect(remote.requests.length).toBe(before);
+        expect(other.output()).not.toContain(c.secret);
+        expect(other.output()).not.toContain(u.token);
+      } finally {
+        await other.stop();
+      }
+    }
+  });
+});
+
 describe('delegated tokens under the policy', () => {
   it("an actor: rule decides on the acting client; the user's own client is not matched by it", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'actor-policy-'));
