@@ -8,9 +8,14 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { type AuthInfo, createMcpHandler, McpServer } from '@modelcontextprotocol/server';
-import { createLocalJWKSet, jwtVerify } from 'jose';
+import { createRemoteJWKSet, type JWTVerifyGetKey, jwtVerify } from 'jose';
 import { z } from 'zod';
-import type { KeyServer } from './helpers.ts';
+
+/** Whose tokens the stand-in accepts as subject tokens: an issuer and its key set (a key server, or a real IdP). */
+export interface SubjectIssuer {
+  issuer: string;
+  jwksUrl: string;
+}
 
 export const GATEWAY_CLIENT_SECRET = 'upstream-auth-test-gateway-client-secret-0123456789';
 
@@ -58,11 +63,22 @@ export interface TokenEndpoint {
   close(): Promise<void>;
 }
 
-/** The IdP's token endpoint for exchanges; `issuer` is where its connect pages live. */
+/**
+ * The IdP's token endpoint for exchanges; `issuer` is where its connect pages live. `subjects` may be a function
+ * when the issuer is known only later (a real IdP started after the gateway that must name this endpoint).
+ */
 export async function startTokenEndpoint(
-  ks: KeyServer,
+  subjects: SubjectIssuer | (() => SubjectIssuer),
   issuer = 'https://idp.example.test',
 ): Promise<TokenEndpoint> {
+  let keys: { issuer: string; jwks: JWTVerifyGetKey } | undefined;
+  const trust = () => {
+    if (keys === undefined) {
+      const s = typeof subjects === 'function' ? subjects() : subjects;
+      keys = { issuer: s.issuer, jwks: createRemoteJWKSet(new URL(s.jwksUrl)) };
+    }
+    return keys;
+  };
   const grants = new Map<string, string>();
   const exchanges: ExchangeSeen[] = [];
   const raw: TokenEndpoint['raw'] = [];
@@ -90,11 +106,8 @@ export async function startTokenEndpoint(
     const subjectToken = form.get('subject_token') ?? '';
     let sub: string;
     try {
-      const { payload } = await jwtVerify(
-        subjectToken,
-        createLocalJWKSet({ keys: ks.keys.map((k) => k.publicJwk) }),
-        { issuer: ks.issuer },
-      );
+      const { jwks, issuer: expected } = trust();
+      const { payload } = await jwtVerify(subjectToken, jwks, { issuer: expected });
       sub = String(payload.sub);
     } catch {
       return answer(400, { error: 'invalid_grant', error_description: 'subject token not valid' });
