@@ -26,7 +26,7 @@ export function releasesOf(changelog: string): ReleaseEntry[] {
   for (const s of sections) {
     const m = /^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?) — (\d{4}-\d{2}-\d{2})\s*$/m.exec(s.split('\n')[0] ?? '');
     if (!m) continue;
-    const commit = /commit `([0-9a-f]{7,40})`/.exec(s)?.[1];
+    const commit = /commit\s+`([0-9a-f]{7,40})`/i.exec(s)?.[1];
     if (!commit) throw new Error(`CHANGELOG.md: release ${m[1]} names no commit`);
     out.push({ version: m[1]!, date: m[2]!, commit });
   }
