@@ -1,7 +1,9 @@
 // deploy/stack.yaml on a real Docker Swarm: a private engine in a network namespace (test/ha/swarm-cluster.ts),
-// the project's image built with the container suite's recipe and `docker load`ed into it, `docker stack
-// deploy --resolve-image never`, then rolling updates of the gateway and of a tool server while tool calls run
-// at 25 a second through the proxy: not one may fail. Then a second node joins over the hub bridge and takes
+// the previous release's image and this checkout's built with the container suite's recipe and `docker load`ed
+// into it, `docker stack deploy --resolve-image never` of the previous release, then the upgrade as
+// docs/operations.md § Upgrading says (the migration with the new image, then `docker service update --image` of
+// the IdP and the gateway) under sign-ins, refreshes, revocations and tool calls: not one may fail. Then rolling
+// updates of the gateway and of a tool server while tool calls run at 25 a second through the proxy. Then a second node joins over the hub bridge and takes
 // replicas. Postgres comes from test/ha/stack.test.yaml (the deployment's is outside the stack); every secret
 // is a Swarm secret read through <NAME>_FILE, as in production.
 import { randomBytes } from 'node:crypto';
@@ -16,7 +18,8 @@ import { ensureEngine, run } from '../containers/docker.ts';
 import { buildImages, REPO_DIR } from '../containers/images.ts';
 import { type CallOutcome, callTool, proposal, summary } from '../containers/load.ts';
 import { seedUser } from '../helpers/database.ts';
-import { signIn } from '../helpers/oauth.ts';
+import { CLI, postForm, refresh, signIn } from '../helpers/oauth.ts';
+import { checkoutPreviousRelease, type PreviousRelease } from '../helpers/previous-release.ts';
 import { DOCKER, PrivateSwarm, SHARED, type SwarmNode } from './swarm-cluster.ts';
 
 const STACK = 'pswt';
@@ -29,6 +32,10 @@ let baseUrl = '';
 let token = '';
 let signingKeys: { kid: string; origin: string }[] = [];
 let platformImage = '';
+/** The previous release's image (CHANGELOG.md's newest release), which the stack is deployed with first. */
+let previousImage = '';
+let previous: PreviousRelease | undefined;
+let userSessions: string[] = [];
 const secret = () => randomBytes(16).toString('hex');
 
 /**
@@ -114,28 +121,33 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     // The image of this checkout (its own tag: the shared engine's platform-test/platform-identity:latest may
     // be another checkout's), with the container suite's Node stand-in as NODE_IMAGE.
     platformImage = `platform-swarm-test/platform-identity:${process.pid}`;
-    await run(
-      DOCKER,
-      [
-        ...SHARED,
-        'build',
-        '-q',
-        '-f',
-        join(REPO_DIR, 'deploy/Dockerfile'),
-        '--build-arg',
-        `NODE_IMAGE=${img.node}`,
-        '-t',
-        platformImage,
-        REPO_DIR,
-      ],
-      { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
-    );
+    previous = checkoutPreviousRelease();
+    previousImage = `platform-swarm-test/platform-identity:${previous.version}-${process.pid}`;
+    const build = (dir: string, tag: string) =>
+      run(
+        DOCKER,
+        [
+          ...SHARED,
+          'build',
+          '-q',
+          '-f',
+          join(dir, 'deploy/Dockerfile'),
+          '--build-arg',
+          `NODE_IMAGE=${img.node}`,
+          '-t',
+          tag,
+          dir,
+        ],
+        { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
+      );
+    await build(REPO_DIR, platformImage);
+    await build(previous.dir, previousImage);
     swarm = await PrivateSwarm.create();
     node1 = await swarm.addNode();
     await docker(['swarm', 'init', '--advertise-addr', node1.address]);
     const self = (await docker(['node', 'ls', '-q'])).stdout.trim();
     await docker(['node', 'update', '--label-add', 'platform.redis=true', self]);
-    await swarm.load(node1, [platformImage, img.postgres, img.redis, img.caddy]);
+    await swarm.load(node1, [previousImage, platformImage, img.postgres, img.redis, img.caddy]);
 
     // The secrets, one file each, as an operator writes them (docs/deploy.md § Swarm).
     const dir = join(swarm.dir, 'secrets');
@@ -197,7 +209,8 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
           PLATFORM_OIDC_ISSUER: baseUrl,
           PLATFORM_AUDIENCE: baseUrl,
           FRONT_SUBNET,
-          PLATFORM_IMAGE: platformImage,
+          // The previous release first: the upgrade test below rolls it to this checkout's image.
+          PLATFORM_IMAGE: previousImage,
           REDIS_IMAGE: img.redis,
           CADDY_IMAGE: img.caddy,
           POSTGRES_IMAGE: img.postgres,
@@ -223,6 +236,7 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
           async () => (await fetch(`${baseUrl}/${s}/health`)).ok,
         );
       const user = await seedUser(pool);
+      userSessions = await Promise.all([1, 2, 3].map(async () => (await seedUser(pool)).sessionToken));
       token = (
         await signIn(baseUrl, user.sessionToken, { scope: 'openid email mcp:platform mcp:mail mcp:deals' })
       ).access_token;
@@ -238,7 +252,9 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
 
   afterAll(async () => {
     await swarm?.teardown();
-    if (platformImage) await run(DOCKER, [...SHARED, 'rmi', platformImage]).catch(() => {});
+    for (const image of [platformImage, previousImage].filter(Boolean))
+      await run(DOCKER, [...SHARED, 'rmi', image]).catch(() => {});
+    previous?.remove();
   }, 180_000);
 
   it('runs the IdP with signing-key rotation (stack.key-rotation.yaml): the static key imported, and signing', () => {
@@ -246,6 +262,130 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     const header = JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8'));
     expect(header.kid).toBe(signingKeys[0]!.kid);
   });
+
+  it('upgrades from the previous release as documented, under sign-ins, refreshes, revocations and tool calls: nothing fails', async () => {
+    const imageOf = async (service: string) =>
+      (
+        await docker([
+          'service',
+          'inspect',
+          `${STACK}_${service}`,
+          '--format',
+          '{{.Spec.TaskTemplate.ContainerSpec.Image}}',
+        ])
+      ).stdout.trim();
+    expect(await imageOf('idp')).toBe(previousImage);
+    const failures: string[] = [];
+    const done = { signIns: 0, refreshes: 0, revocations: 0 };
+    let running = true;
+    const pick = <T>(l: readonly T[]) => l[Math.floor(Math.random() * l.length)]!;
+    const signInLoop = async () => {
+      while (running) {
+        const t = await signIn(baseUrl, pick(userSessions)).catch((err: unknown) => {
+          failures.push(`sign-in: ${err}`);
+        });
+        if (!t) continue;
+        done.signIns++;
+        const r = await callTool({
+          baseUrl,
+          service: 'platform',
+          token: t.access_token,
+          tool: 'whoami',
+          args: {},
+        });
+        if (!r.ok) failures.push(`tool call after sign-in: ${r.status} ${r.detail}`);
+        // A refresh, then the refreshed token used; then the sign-in revoked (RFC 7009) and refused within 1 s.
+        const r2 = await refresh(baseUrl, t.refresh_token);
+        if (r2.status !== 200) {
+          failures.push(`refresh: ${r2.status} ${r2.text}`);
+          continue;
+        }
+        done.refreshes++;
+        const access = r2.json.access_token as string;
+        const r3 = await callTool({ baseUrl, service: 'platform', token: access, tool: 'whoami', args: {} });
+        if (!r3.ok) failures.push(`tool call after refresh: ${r3.status} ${r3.detail}`);
+        const rv = await postForm(`${baseUrl}/oauth/revoke`, {
+          token: r2.json.refresh_token as string,
+          client_id: CLI,
+        });
+        if (rv.status !== 200) {
+          failures.push(`revoke: ${rv.status} ${rv.text}`);
+          continue;
+        }
+        done.revocations++;
+        // Refused within the bound, and then by every gateway replica the proxy reaches (six in a row).
+        const deadline = Date.now() + 1000;
+        let refusedInARow = 0;
+        while (refusedInARow < 6) {
+          const c = await callTool({ baseUrl, service: 'platform', token: access, tool: 'whoami', args: {} });
+          if (c.status === 401 && c.detail.includes('token_revoked')) refusedInARow++;
+          else if (Date.now() > deadline) {
+            failures.push(`revoked token still answered ${c.status} after 1 s`);
+            break;
+          } else refusedInARow = 0;
+        }
+      }
+    };
+    const loops = [signInLoop(), signInLoop()];
+    const calls = await underLoad('platform', async () => {
+      // 1. The migration, with the new image (it runs once and exits).
+      await docker(['service', 'update', '--detach', '--image', platformImage, `${STACK}_migrate`]);
+      await waitFor("the new release's migration", 180_000, async () => {
+        const states = (
+          await docker(['service', 'ps', `${STACK}_migrate`, '--format', '{{.Image}} {{.CurrentState}}'])
+        ).stdout;
+        return states.split('\n').some((l) => l.startsWith(platformImage) && /Complete/.test(l));
+      });
+      // 2. The IdP and the gateway, one replica at a time (the stack's update_config).
+      for (const service of ['idp', 'gateway'])
+        await docker(
+          [
+            'service',
+            'update',
+            '--detach=false',
+            '--image',
+            platformImage,
+            '--update-delay',
+            '1s',
+            '--update-monitor',
+            '5s',
+            `${STACK}_${service}`,
+          ],
+          300_000,
+        );
+    });
+    running = false;
+    await Promise.all(loops);
+    // 3. The tool servers (their replicas rolled the same way; the later tests run on this release throughout).
+    await Promise.all(
+      ['tool-platform', 'tool-mail', 'tool-deals'].map((service) =>
+        docker(
+          [
+            'service',
+            'update',
+            '--detach=false',
+            '--image',
+            platformImage,
+            '--update-delay',
+            '1s',
+            '--update-monitor',
+            '5s',
+            `${STACK}_${service}`,
+          ],
+          300_000,
+        ),
+      ),
+    );
+    process.stdout.write(
+      `[swarm] upgrade ${previous!.version} -> this checkout: ${calls.length} tool calls (${summary(calls)}), ${done.signIns} sign-ins, ${done.refreshes} refreshes, ${done.revocations} revocations\n`,
+    );
+    for (const service of ['idp', 'gateway', 'tool-platform', 'tool-mail', 'tool-deals'])
+      expect(await imageOf(service), service).toBe(platformImage);
+    expect(failures).toEqual([]);
+    expect(calls.filter((o) => !o.ok).map((o) => `${o.status} ${o.detail}`)).toEqual([]);
+    expect(done.signIns).toBeGreaterThan(5);
+    expect(done.revocations).toBeGreaterThan(5);
+  }, 900_000);
 
   it('rolls the gateway, then the deals server, under 25 tool calls a second: no call fails', async () => {
     for (const [service, svc] of [
