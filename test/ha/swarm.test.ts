@@ -36,6 +36,8 @@ let platformImage = '';
 let previousImage = '';
 let previous: PreviousRelease | undefined;
 let userSessions: string[] = [];
+/** `docker stack deploy` of a checkout's deploy/ files (the previous release's, or this one's) with an image. */
+let deployStack: (repo: string, image: string) => Promise<unknown>;
 const secret = () => randomBytes(16).toString('hex');
 
 /**
@@ -185,40 +187,44 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
       writeFileSync(join(dir, name), `${value}\n`, { mode: 0o600 });
 
     baseUrl = `http://${node1.address}:8080`;
-    await swarm.docker(
-      node1,
-      [
-        'stack',
-        'deploy',
-        '--resolve-image',
-        'never',
-        '-c',
-        'stack.yaml',
-        '-c',
-        'stack.key-rotation.yaml',
-        '-c',
-        '../test/ha/stack.test.yaml',
-        STACK,
-      ],
-      {
-        cwd: join(REPO_DIR, 'deploy'),
-        env: {
-          ...process.env,
-          PLATFORM_SECRETS_DIR: dir,
-          PUBLIC_BASE_URL: baseUrl,
-          PLATFORM_OIDC_ISSUER: baseUrl,
-          PLATFORM_AUDIENCE: baseUrl,
-          FRONT_SUBNET,
-          // The previous release first: the upgrade test below rolls it to this checkout's image.
-          PLATFORM_IMAGE: previousImage,
-          REDIS_IMAGE: img.redis,
-          CADDY_IMAGE: img.caddy,
-          POSTGRES_IMAGE: img.postgres,
-          POSTGRES_PASSWORD: pgPassword,
-          PLATFORM_RATE_LIMITS: 'token=100000/60',
+    // The previous release, deployed with its own stack files (what an operator has running before the
+    // upgrade); the upgrade test then rolls it to this checkout's image and files.
+    deployStack = (repo: string, image: string) =>
+      swarm!.docker(
+        node1,
+        [
+          'stack',
+          'deploy',
+          '--resolve-image',
+          'never',
+          '-c',
+          'stack.yaml',
+          '-c',
+          'stack.key-rotation.yaml',
+          '-c',
+          '../test/ha/stack.test.yaml',
+          STACK,
+        ],
+        {
+          cwd: join(repo, 'deploy'),
+          env: {
+            ...process.env,
+            PLATFORM_SECRETS_DIR: dir,
+            PUBLIC_BASE_URL: baseUrl,
+            PLATFORM_OIDC_ISSUER: baseUrl,
+            PLATFORM_AUDIENCE: baseUrl,
+            FRONT_SUBNET,
+            PLATFORM_IMAGE: image,
+            REDIS_IMAGE: img.redis,
+            CADDY_IMAGE: img.caddy,
+            POSTGRES_IMAGE: img.postgres,
+            POSTGRES_PASSWORD: pgPassword,
+            PLATFORM_RATE_LIMITS: 'token=100000/60',
+          },
+          timeoutMs: 300_000,
         },
-      },
-    );
+      );
+    await deployStack(previous.dir, previousImage);
     // The web application's tables, as in the container suite: the tool servers restart until they exist.
     const pool = new pg.Pool({
       connectionString: `postgresql://platform:${pgPassword}@${node1.address}:5432/platform`,
@@ -356,26 +362,32 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     });
     running = false;
     await Promise.all(loops);
-    // 3. The tool servers (their replicas rolled the same way; the later tests run on this release throughout).
-    await Promise.all(
-      ['tool-platform', 'tool-mail', 'tool-deals'].map((service) =>
-        docker(
-          [
+    // 3. This release's stack files with its image (the tool servers, and whatever the files changed); the
+    // later tests run on them.
+    await deployStack(REPO_DIR, platformImage);
+    for (const service of ['idp', 'gateway', 'tool-platform', 'tool-mail', 'tool-deals'])
+      await waitFor(`${service} converged on this release`, 300_000, async () => {
+        const tasks = (
+          await docker([
             'service',
-            'update',
-            '--detach=false',
-            '--image',
-            platformImage,
-            '--update-delay',
-            '1s',
-            '--update-monitor',
-            '5s',
+            'ps',
             `${STACK}_${service}`,
-          ],
-          300_000,
-        ),
-      ),
-    );
+            '--filter',
+            'desired-state=running',
+            '--format',
+            '{{.Image}} {{.CurrentState}}',
+          ])
+        ).stdout
+          .split('\n')
+          .filter(Boolean);
+        return tasks.length > 0 && tasks.every((t) => t.startsWith(`${platformImage} Running`));
+      });
+    for (const s of ['platform', 'mail', 'deals'])
+      await waitFor(
+        `proxy → gateway → ${s} after the upgrade`,
+        120_000,
+        async () => (await fetch(`${baseUrl}/${s}/health`)).ok,
+      );
     process.stdout.write(
       `[swarm] upgrade ${previous!.version} -> this checkout: ${calls.length} tool calls (${summary(calls)}), ${done.signIns} sign-ins, ${done.refreshes} refreshes, ${done.revocations} revocations\n`,
     );
