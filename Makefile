@@ -24,7 +24,7 @@ dev: deps
 # (OCI annotations; docs/operations.md § Releases). IMAGE names it (tagged with the version and `latest`);
 # NODE_IMAGE, when set, is the base (an image of your own on a host without a registry: docs/deploy.md).
 IMAGE ?= platform-identity
-image: deps
+image:
 	@version=$$(node -p "require('./package.json').version"); \
 	revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
 	source=$$(git config --get remote.origin.url 2>/dev/null || echo unknown); \

@@ -13,6 +13,7 @@ import { exportPKCS8, generateKeyPair } from 'jose';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveIdentityKey } from '../../lib/identity.ts';
+import { release } from '../../lib/version.ts';
 import { loadContainerSuiteConfig } from '../containers/config.ts';
 import { ensureEngine, run } from '../containers/docker.ts';
 import { buildImages, REPO_DIR } from '../containers/images.ts';
@@ -122,7 +123,6 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     const img = await images();
     // The image of this checkout (its own tag: the shared engine's platform-test/platform-identity:latest may
     // be another checkout's), with the container suite's Node stand-in as NODE_IMAGE.
-    platformImage = `platform-swarm-test/platform-identity:${process.pid}`;
     previous = checkoutPreviousRelease();
     previousImage = `platform-swarm-test/platform-identity:${previous.version}-${process.pid}`;
     const build = (dir: string, tag: string) =>
@@ -142,7 +142,14 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
         ],
         { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
       );
-    await build(REPO_DIR, platformImage);
+    // This checkout's image by the documented command (make image: labelled with the release), the previous
+    // release's as it was built then.
+    const imageName = `platform-swarm-test/platform-identity-${process.pid}`;
+    await run('make', ['-s', '-C', REPO_DIR, 'image', `IMAGE=${imageName}`, `NODE_IMAGE=${img.node}`], {
+      env: { ...process.env, DOCKER_BUILDKIT: '1' },
+      timeoutMs: 600_000,
+    });
+    platformImage = `${imageName}:${release().version}`;
     await build(previous.dir, previousImage);
     swarm = await PrivateSwarm.create();
     node1 = await swarm.addNode();
@@ -258,10 +265,34 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
 
   afterAll(async () => {
     await swarm?.teardown();
-    for (const image of [platformImage, previousImage].filter(Boolean))
+    const latest = platformImage.replace(/:[^:]+$/, ':latest');
+    for (const image of [platformImage, latest, previousImage].filter(Boolean))
       await run(DOCKER, [...SHARED, 'rmi', image]).catch(() => {});
     previous?.remove();
   }, 180_000);
+
+  it('labels the image with its release (make image), and the image knows its commit', async () => {
+    const labels = JSON.parse(
+      (
+        await run(DOCKER, [
+          ...SHARED,
+          'image',
+          'inspect',
+          platformImage,
+          '--format',
+          '{{json .Config.Labels}}',
+        ])
+      ).stdout,
+    ) as Record<string, string>;
+    const head = (await run('git', ['-C', REPO_DIR, 'rev-parse', 'HEAD'])).stdout.trim();
+    expect(labels).toMatchObject({
+      'org.opencontainers.image.version': release().version,
+      'org.opencontainers.image.revision': head,
+    });
+    expect(labels['org.opencontainers.image.source']).not.toBe('');
+    const printed = (await run(DOCKER, [...SHARED, 'run', '--rm', platformImage, '--version'])).stdout.trim();
+    expect(printed).toBe(`${release().version} (commit ${head.slice(0, 12)})`);
+  });
 
   it('runs the IdP with signing-key rotation (stack.key-rotation.yaml): the static key imported, and signing', () => {
     expect(signingKeys.map((k) => k.origin)).toEqual(['imported']);
