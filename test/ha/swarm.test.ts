@@ -226,7 +226,7 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
             CADDY_IMAGE: img.caddy,
             POSTGRES_IMAGE: img.postgres,
             POSTGRES_PASSWORD: pgPassword,
-            PLATFORM_RATE_LIMITS: 'token=100000/60',
+            PLATFORM_RATE_LIMITS: 'token=100000/60,revoke=100000/60',
           },
           timeoutMs: 300_000,
         },
@@ -318,6 +318,8 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     const pick = <T>(l: readonly T[]) => l[Math.floor(Math.random() * l.length)]!;
     const signInLoop = async () => {
       while (running) {
+        // A steady load, not a flood: a few sign-ins a second per loop beside the 25 tool calls a second.
+        await new Promise((r) => setTimeout(r, 100));
         const t = await signIn(baseUrl, pick(userSessions)).catch((err: unknown) => {
           failures.push(`sign-in: ${err}`);
         });
