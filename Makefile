@@ -15,10 +15,23 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
+.PHONY: image dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
 
 dev: deps
 	node bin/platform.js dev
+
+# The project's image, labelled with its release: package.json's version, the commit and the source's address
+# (OCI annotations; docs/operations.md § Releases). IMAGE names it (tagged with the version and `latest`);
+# NODE_IMAGE, when set, is the base (an image of your own on a host without a registry: docs/deploy.md).
+IMAGE ?= platform-identity
+image:
+	@version=$$(node -p "require('./package.json').version"); \
+	revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
+	source=$$(git config --get remote.origin.url 2>/dev/null || echo unknown); \
+	docker build -f deploy/Dockerfile $(if $(NODE_IMAGE),--build-arg NODE_IMAGE=$(NODE_IMAGE)) \
+	  --build-arg VERSION=$$version --build-arg REVISION=$$revision --build-arg SOURCE=$$source \
+	  -t $(IMAGE):$$version -t $(IMAGE):latest . && \
+	echo "Built $(IMAGE):$$version (commit $$revision)"
 
 # The container suite first (its own vitest config: one compose stack on a Docker Engine, fault runs; it prints
 # its timings), then the whole suite.

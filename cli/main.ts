@@ -1,14 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { ConfigError } from '../lib/config.ts';
+import { versionLine } from '../lib/version.ts';
 import { registerAdmin } from './admin.ts';
 import { registerClientCommands } from './client-commands.ts';
 import { processEnv } from './config.ts';
 import { runMigrate } from './migrate.ts';
-
-const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as {
-  version: string;
-};
 
 /** Every usage error is one line naming the help to read; subcommands made with `.command()` inherit it. */
 class PlatformCommand extends Command {
@@ -29,8 +25,14 @@ function commandPath(cmd: Command): string {
 
 const program = new PlatformCommand('platform')
   .description('Platform identity: OIDC provider, gateway, MCP tool servers and their clients')
-  .version(version, '-V, --version', 'print the version')
+  .option('-V, --version', 'print the version and the commit it was built from')
   .exitOverride();
+
+// As commander's own .version(), but the commit is looked up only when asked for (it may run git).
+program.on('option:version', () => {
+  process.stdout.write(`${versionLine()}\n`);
+  process.exit(0);
+});
 
 program
   .command('migrate')

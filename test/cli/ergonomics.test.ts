@@ -1,6 +1,6 @@
 // What a newcomer meets first: `platform` on an old system Node, --version, usage errors (exit 2, one line),
 // and a server that is not there (one line naming the URL and where it came from).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { copyFile, mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -8,7 +8,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort, PLATFORM_BIN } from '../helpers/processes.ts';
 import { type Finished, OLD_NODE, oldNodeVersion, runPlatform, tempConfigHome } from './support.ts';
 
-const { version } = (await import('../../package.json', { with: { type: 'json' } })).default;
+const { version: packageVersion } = (await import('../../package.json', { with: { type: 'json' } })).default;
+/** What --version prints: package.json's version and this checkout's commit (git's own answer). */
+const head = execFileSync('git', ['-C', dirname(PLATFORM_BIN), 'rev-parse', 'HEAD'], {
+  encoding: 'utf8',
+}).trim();
+const version = `${packageVersion} (commit ${head.slice(0, 12)})`;
 
 /** Runs `<node> <script> <args>` with only PATH and HOME set, as a shell would. */
 function runWith(node: string, script: string, args: string[], env: Record<string, string> = {}) {

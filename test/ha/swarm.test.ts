@@ -1,7 +1,9 @@
 // deploy/stack.yaml on a real Docker Swarm: a private engine in a network namespace (test/ha/swarm-cluster.ts),
-// the project's image built with the container suite's recipe and `docker load`ed into it, `docker stack
-// deploy --resolve-image never`, then rolling updates of the gateway and of a tool server while tool calls run
-// at 25 a second through the proxy: not one may fail. Then a second node joins over the hub bridge and takes
+// the previous release's image and this checkout's built with the container suite's recipe and `docker load`ed
+// into it, `docker stack deploy --resolve-image never` of the previous release, then the upgrade as
+// docs/operations.md § Upgrading says (the migration with the new image, then `docker service update --image` of
+// the IdP and the gateway) under sign-ins, refreshes, revocations and tool calls: not one may fail. Then rolling
+// updates of the gateway and of a tool server while tool calls run at 25 a second through the proxy. Then a second node joins over the hub bridge and takes
 // replicas. Postgres comes from test/ha/stack.test.yaml (the deployment's is outside the stack); every secret
 // is a Swarm secret read through <NAME>_FILE, as in production.
 import { randomBytes } from 'node:crypto';
@@ -11,12 +13,14 @@ import { exportPKCS8, generateKeyPair } from 'jose';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deriveIdentityKey } from '../../lib/identity.ts';
+import { release } from '../../lib/version.ts';
 import { loadContainerSuiteConfig } from '../containers/config.ts';
 import { ensureEngine, run } from '../containers/docker.ts';
 import { buildImages, REPO_DIR } from '../containers/images.ts';
 import { type CallOutcome, callTool, proposal, summary } from '../containers/load.ts';
 import { seedUser } from '../helpers/database.ts';
-import { signIn } from '../helpers/oauth.ts';
+import { CLI, postForm, refresh, signIn } from '../helpers/oauth.ts';
+import { checkoutPreviousRelease, type PreviousRelease } from '../helpers/previous-release.ts';
 import { DOCKER, PrivateSwarm, SHARED, type SwarmNode } from './swarm-cluster.ts';
 
 const STACK = 'pswt';
@@ -29,6 +33,12 @@ let baseUrl = '';
 let token = '';
 let signingKeys: { kid: string; origin: string }[] = [];
 let platformImage = '';
+/** The previous release's image (CHANGELOG.md's newest release), which the stack is deployed with first. */
+let previousImage = '';
+let previous: PreviousRelease | undefined;
+let userSessions: string[] = [];
+/** `docker stack deploy` of a checkout's deploy/ files (the previous release's, or this one's) with an image. */
+let deployStack: (repo: string, image: string) => Promise<unknown>;
 const secret = () => randomBytes(16).toString('hex');
 
 /**
@@ -113,29 +123,40 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     const img = await images();
     // The image of this checkout (its own tag: the shared engine's platform-test/platform-identity:latest may
     // be another checkout's), with the container suite's Node stand-in as NODE_IMAGE.
-    platformImage = `platform-swarm-test/platform-identity:${process.pid}`;
-    await run(
-      DOCKER,
-      [
-        ...SHARED,
-        'build',
-        '-q',
-        '-f',
-        join(REPO_DIR, 'deploy/Dockerfile'),
-        '--build-arg',
-        `NODE_IMAGE=${img.node}`,
-        '-t',
-        platformImage,
-        REPO_DIR,
-      ],
-      { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
-    );
+    previous = checkoutPreviousRelease();
+    previousImage = `platform-swarm-test/platform-identity:${previous.version}-${process.pid}`;
+    const build = (dir: string, tag: string) =>
+      run(
+        DOCKER,
+        [
+          ...SHARED,
+          'build',
+          '-q',
+          '-f',
+          join(dir, 'deploy/Dockerfile'),
+          '--build-arg',
+          `NODE_IMAGE=${img.node}`,
+          '-t',
+          tag,
+          dir,
+        ],
+        { env: { ...process.env, DOCKER_BUILDKIT: '1' }, timeoutMs: 600_000 },
+      );
+    // This checkout's image by the documented command (make image: labelled with the release), the previous
+    // release's as it was built then.
+    const imageName = `platform-swarm-test/platform-identity-${process.pid}`;
+    await run('make', ['-s', '-C', REPO_DIR, 'image', `IMAGE=${imageName}`, `NODE_IMAGE=${img.node}`], {
+      env: { ...process.env, DOCKER_BUILDKIT: '1' },
+      timeoutMs: 600_000,
+    });
+    platformImage = `${imageName}:${release().version}`;
+    await build(previous.dir, previousImage);
     swarm = await PrivateSwarm.create();
     node1 = await swarm.addNode();
     await docker(['swarm', 'init', '--advertise-addr', node1.address]);
     const self = (await docker(['node', 'ls', '-q'])).stdout.trim();
     await docker(['node', 'update', '--label-add', 'platform.redis=true', self]);
-    await swarm.load(node1, [platformImage, img.postgres, img.redis, img.caddy]);
+    await swarm.load(node1, [previousImage, platformImage, img.postgres, img.redis, img.caddy]);
 
     // The secrets, one file each, as an operator writes them (docs/deploy.md § Swarm).
     const dir = join(swarm.dir, 'secrets');
@@ -173,39 +194,44 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
       writeFileSync(join(dir, name), `${value}\n`, { mode: 0o600 });
 
     baseUrl = `http://${node1.address}:8080`;
-    await swarm.docker(
-      node1,
-      [
-        'stack',
-        'deploy',
-        '--resolve-image',
-        'never',
-        '-c',
-        'stack.yaml',
-        '-c',
-        'stack.key-rotation.yaml',
-        '-c',
-        '../test/ha/stack.test.yaml',
-        STACK,
-      ],
-      {
-        cwd: join(REPO_DIR, 'deploy'),
-        env: {
-          ...process.env,
-          PLATFORM_SECRETS_DIR: dir,
-          PUBLIC_BASE_URL: baseUrl,
-          PLATFORM_OIDC_ISSUER: baseUrl,
-          PLATFORM_AUDIENCE: baseUrl,
-          FRONT_SUBNET,
-          PLATFORM_IMAGE: platformImage,
-          REDIS_IMAGE: img.redis,
-          CADDY_IMAGE: img.caddy,
-          POSTGRES_IMAGE: img.postgres,
-          POSTGRES_PASSWORD: pgPassword,
-          PLATFORM_RATE_LIMITS: 'token=100000/60',
+    // The previous release, deployed with its own stack files (what an operator has running before the
+    // upgrade); the upgrade test then rolls it to this checkout's image and files.
+    deployStack = (repo: string, image: string) =>
+      swarm!.docker(
+        node1,
+        [
+          'stack',
+          'deploy',
+          '--resolve-image',
+          'never',
+          '-c',
+          'stack.yaml',
+          '-c',
+          'stack.key-rotation.yaml',
+          '-c',
+          '../test/ha/stack.test.yaml',
+          STACK,
+        ],
+        {
+          cwd: join(repo, 'deploy'),
+          env: {
+            ...process.env,
+            PLATFORM_SECRETS_DIR: dir,
+            PUBLIC_BASE_URL: baseUrl,
+            PLATFORM_OIDC_ISSUER: baseUrl,
+            PLATFORM_AUDIENCE: baseUrl,
+            FRONT_SUBNET,
+            PLATFORM_IMAGE: image,
+            REDIS_IMAGE: img.redis,
+            CADDY_IMAGE: img.caddy,
+            POSTGRES_IMAGE: img.postgres,
+            POSTGRES_PASSWORD: pgPassword,
+            PLATFORM_RATE_LIMITS: 'token=100000/60,revoke=100000/60',
+          },
+          timeoutMs: 300_000,
         },
-      },
-    );
+      );
+    await deployStack(previous.dir, previousImage);
     // The web application's tables, as in the container suite: the tool servers restart until they exist.
     const pool = new pg.Pool({
       connectionString: `postgresql://platform:${pgPassword}@${node1.address}:5432/platform`,
@@ -223,6 +249,7 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
           async () => (await fetch(`${baseUrl}/${s}/health`)).ok,
         );
       const user = await seedUser(pool);
+      userSessions = await Promise.all([1, 2, 3].map(async () => (await seedUser(pool)).sessionToken));
       token = (
         await signIn(baseUrl, user.sessionToken, { scope: 'openid email mcp:platform mcp:mail mcp:deals' })
       ).access_token;
@@ -238,14 +265,172 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
 
   afterAll(async () => {
     await swarm?.teardown();
-    if (platformImage) await run(DOCKER, [...SHARED, 'rmi', platformImage]).catch(() => {});
+    const latest = platformImage.replace(/:[^:]+$/, ':latest');
+    for (const image of [platformImage, latest, previousImage].filter(Boolean))
+      await run(DOCKER, [...SHARED, 'rmi', image]).catch(() => {});
+    previous?.remove();
   }, 180_000);
+
+  it('labels the image with its release (make image), and the image knows its commit', async () => {
+    const labels = JSON.parse(
+      (
+        await run(DOCKER, [
+          ...SHARED,
+          'image',
+          'inspect',
+          platformImage,
+          '--format',
+          '{{json .Config.Labels}}',
+        ])
+      ).stdout,
+    ) as Record<string, string>;
+    const head = (await run('git', ['-C', REPO_DIR, 'rev-parse', 'HEAD'])).stdout.trim();
+    expect(labels).toMatchObject({
+      'org.opencontainers.image.version': release().version,
+      'org.opencontainers.image.revision': head,
+    });
+    expect(labels['org.opencontainers.image.source']).not.toBe('');
+    const printed = (await run(DOCKER, [...SHARED, 'run', '--rm', platformImage, '--version'])).stdout.trim();
+    expect(printed).toBe(`${release().version} (commit ${head.slice(0, 12)})`);
+  });
 
   it('runs the IdP with signing-key rotation (stack.key-rotation.yaml): the static key imported, and signing', () => {
     expect(signingKeys.map((k) => k.origin)).toEqual(['imported']);
     const header = JSON.parse(Buffer.from(token.split('.')[0]!, 'base64url').toString('utf8'));
     expect(header.kid).toBe(signingKeys[0]!.kid);
   });
+
+  it('upgrades from the previous release as documented, under sign-ins, refreshes, revocations and tool calls: nothing fails', async () => {
+    const imageOf = async (service: string) =>
+      (
+        await docker([
+          'service',
+          'inspect',
+          `${STACK}_${service}`,
+          '--format',
+          '{{.Spec.TaskTemplate.ContainerSpec.Image}}',
+        ])
+      ).stdout.trim();
+    expect(await imageOf('idp')).toBe(previousImage);
+    const failures: string[] = [];
+    const done = { signIns: 0, refreshes: 0, revocations: 0 };
+    let running = true;
+    const pick = <T>(l: readonly T[]) => l[Math.floor(Math.random() * l.length)]!;
+    const signInLoop = async () => {
+      while (running) {
+        // A steady load, not a flood: a few sign-ins a second per loop beside the 25 tool calls a second.
+        await new Promise((r) => setTimeout(r, 100));
+        const t = await signIn(baseUrl, pick(userSessions)).catch((err: unknown) => {
+          failures.push(`sign-in: ${err}`);
+        });
+        if (!t) continue;
+        done.signIns++;
+        const r = await callTool({
+          baseUrl,
+          service: 'platform',
+          token: t.access_token,
+          tool: 'whoami',
+          args: {},
+        });
+        if (!r.ok) failures.push(`tool call after sign-in: ${r.status} ${r.detail}`);
+        // A refresh, then the refreshed token used; then the sign-in revoked (RFC 7009) and refused within 1 s.
+        const r2 = await refresh(baseUrl, t.refresh_token);
+        if (r2.status !== 200) {
+          failures.push(`refresh: ${r2.status} ${r2.text}`);
+          continue;
+        }
+        done.refreshes++;
+        const access = r2.json.access_token as string;
+        const r3 = await callTool({ baseUrl, service: 'platform', token: access, tool: 'whoami', args: {} });
+        if (!r3.ok) failures.push(`tool call after refresh: ${r3.status} ${r3.detail}`);
+        const rv = await postForm(`${baseUrl}/oauth/revoke`, {
+          token: r2.json.refresh_token as string,
+          client_id: CLI,
+        });
+        if (rv.status !== 200) {
+          failures.push(`revoke: ${rv.status} ${rv.text}`);
+          continue;
+        }
+        done.revocations++;
+        // Refused within the bound, and then by every gateway replica the proxy reaches (six in a row).
+        const deadline = Date.now() + 1000;
+        let refusedInARow = 0;
+        while (refusedInARow < 6) {
+          const c = await callTool({ baseUrl, service: 'platform', token: access, tool: 'whoami', args: {} });
+          if (c.status === 401 && c.detail.includes('token_revoked')) refusedInARow++;
+          else if (Date.now() > deadline) {
+            failures.push(`revoked token still answered ${c.status} after 1 s`);
+            break;
+          } else refusedInARow = 0;
+        }
+      }
+    };
+    const loops = [signInLoop(), signInLoop()];
+    const calls = await underLoad('platform', async () => {
+      // 1. The migration, with the new image (it runs once and exits).
+      await docker(['service', 'update', '--detach', '--image', platformImage, `${STACK}_migrate`]);
+      await waitFor("the new release's migration", 180_000, async () => {
+        const states = (
+          await docker(['service', 'ps', `${STACK}_migrate`, '--format', '{{.Image}} {{.CurrentState}}'])
+        ).stdout;
+        return states.split('\n').some((l) => l.startsWith(platformImage) && /Complete/.test(l));
+      });
+      // 2. The IdP and the gateway, one replica at a time (the stack's update_config).
+      for (const service of ['idp', 'gateway'])
+        await docker(
+          [
+            'service',
+            'update',
+            '--detach=false',
+            '--image',
+            platformImage,
+            '--update-delay',
+            '1s',
+            '--update-monitor',
+            '5s',
+            `${STACK}_${service}`,
+          ],
+          300_000,
+        );
+    });
+    running = false;
+    await Promise.all(loops);
+    // 3. This release's stack files with its image (the tool servers, and whatever the files changed); the
+    // later tests run on them.
+    await deployStack(REPO_DIR, platformImage);
+    for (const service of ['idp', 'gateway', 'tool-platform', 'tool-mail', 'tool-deals'])
+      await waitFor(`${service} converged on this release`, 300_000, async () => {
+        const tasks = (
+          await docker([
+            'service',
+            'ps',
+            `${STACK}_${service}`,
+            '--filter',
+            'desired-state=running',
+            '--format',
+            '{{.Image}} {{.CurrentState}}',
+          ])
+        ).stdout
+          .split('\n')
+          .filter(Boolean);
+        return tasks.length > 0 && tasks.every((t) => t.startsWith(`${platformImage} Running`));
+      });
+    for (const s of ['platform', 'mail', 'deals'])
+      await waitFor(
+        `proxy → gateway → ${s} after the upgrade`,
+        120_000,
+        async () => (await fetch(`${baseUrl}/${s}/health`)).ok,
+      );
+    process.stdout.write(
+      `[swarm] upgrade ${previous!.version} -> this checkout: ${calls.length} tool calls (${summary(calls)}), ${done.signIns} sign-ins, ${done.refreshes} refreshes, ${done.revocations} revocations\n`,
+    );
+    for (const service of ['idp', 'gateway', 'tool-platform', 'tool-mail', 'tool-deals'])
+      expect(await imageOf(service), service).toBe(platformImage);
+    expect(failures).toEqual([]);
+    expect(calls.filter((o) => !o.ok).map((o) => `${o.status} ${o.detail}`)).toEqual([]);
+    expect(done.signIns).toBeGreaterThan(5);
+    expect(done.revocations).toBeGreaterThan(5);
+  }, 900_000);
 
   it('rolls the gateway, then the deals server, under 25 tool calls a second: no call fails', async () => {
     for (const [service, svc] of [

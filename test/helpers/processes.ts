@@ -18,9 +18,16 @@ export interface RunningProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs `platform <args>` as a real child process with exactly `env` (plus PATH). */
-export function startPlatform(args: string[], env: Record<string, string | undefined>): RunningProcess {
-  const child = spawn(process.execPath, [PLATFORM_BIN, ...args], {
+/**
+ * Runs `platform <args>` as a real child process with exactly `env` (plus PATH); `bin` another checkout's
+ * `bin/platform.js` (the previous release's, test/helpers/previous-release.ts).
+ */
+export function startPlatform(
+  args: string[],
+  env: Record<string, string | undefined>,
+  bin: string = PLATFORM_BIN,
+): RunningProcess {
+  const child = spawn(process.execPath, [bin, ...args], {
     env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -106,19 +113,25 @@ export async function startIdpProcess(opts: {
   env?: Record<string, string>;
   /** Known before the IdP starts, so a gateway that trusts it can start alongside. */
   port?: number;
+  /** Another checkout's bin/platform.js (default: this one's). */
+  bin?: string;
 }): Promise<IdpProcess> {
   const port = opts.port ?? (await freePort());
   const issuer = `http://127.0.0.1:${port}`;
   const audience = 'https://platform.test/api';
-  const p = startPlatform(['idp'], {
-    IDP_PORT: String(port),
-    PLATFORM_OIDC_ISSUER: issuer,
-    PLATFORM_OIDC_PRIVATE_KEY: testSigningKeyPem(),
-    PLATFORM_AUDIENCE: audience,
-    DATABASE_URL: opts.databaseUrl,
-    REDIS_URL: opts.redisUrl,
-    ...opts.env,
-  });
+  const p = startPlatform(
+    ['idp'],
+    {
+      IDP_PORT: String(port),
+      PLATFORM_OIDC_ISSUER: issuer,
+      PLATFORM_OIDC_PRIVATE_KEY: testSigningKeyPem(),
+      PLATFORM_AUDIENCE: audience,
+      DATABASE_URL: opts.databaseUrl,
+      REDIS_URL: opts.redisUrl,
+      ...opts.env,
+    },
+    opts.bin,
+  );
   await p.waitFor(/idp listening/);
   return Object.assign(p, {
     url: issuer,
@@ -180,9 +193,10 @@ export interface GatewayProcess extends RunningProcess {
 export async function startGatewayProcess(
   env: Record<string, string | undefined>,
   port?: number,
+  bin?: string,
 ): Promise<GatewayProcess> {
   const p = port ?? (await freePort());
-  const proc = startPlatform(['gateway'], { GATEWAY_PORT: String(p), ...env });
+  const proc = startPlatform(['gateway'], { GATEWAY_PORT: String(p), ...env }, bin);
   await proc.waitFor(/gateway listening/);
   return Object.assign(proc, { url: `http://127.0.0.1:${p}`, port: p });
 }

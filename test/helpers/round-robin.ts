@@ -6,8 +6,15 @@ import { freePort } from './processes.ts';
 export interface RoundRobin {
   url: string;
   port: number;
-  /** How many requests each upstream answered. */
+  /** How many requests each upstream answered (by the index of the list it was given in first). */
   counts: number[];
+  /**
+   * Sends the following requests to `upstreams` instead (a load balancer taking replicas into and out of its
+   * pool); requests already forwarded finish where they are. Counts of upstreams seen before are kept.
+   */
+  setUpstreams(upstreams: readonly string[]): void;
+  /** How many requests each upstream answered, by origin. */
+  answered: Map<string, number>;
   close(): Promise<void>;
 }
 
@@ -15,11 +22,15 @@ export interface RoundRobin {
 export async function startRoundRobin(upstreams: readonly string[], port?: number): Promise<RoundRobin> {
   const p = port ?? (await freePort());
   const counts = upstreams.map(() => 0);
+  const answered = new Map<string, number>();
+  let pool = [...upstreams];
   let next = 0;
   const server: Server = createServer((req, res) => {
-    const i = next++ % upstreams.length;
-    counts[i]!++;
-    const target = new URL(req.url ?? '/', upstreams[i]);
+    const origin = pool[next++ % pool.length]!;
+    const i = upstreams.indexOf(origin);
+    if (i >= 0) counts[i]!++;
+    answered.set(origin, (answered.get(origin) ?? 0) + 1);
+    const target = new URL(req.url ?? '/', origin);
     const out = request(
       target,
       { method: req.method, headers: { ...req.headers, host: `127.0.0.1:${p}` } },
@@ -40,6 +51,10 @@ export async function startRoundRobin(upstreams: readonly string[], port?: numbe
     url: `http://127.0.0.1:${p}`,
     port: p,
     counts,
+    answered,
+    setUpstreams(next) {
+      pool = [...next];
+    },
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
