@@ -35,6 +35,16 @@ export interface SessionStore {
   ): Promise<WebSessionRecord | undefined>;
   /** The users with this email (lowercased, trimmed): usually one; an assertion grant needs exactly one. */
   findUsersByEmail(email: string): Promise<SessionUser[]>;
+  /**
+   * An Auth.js JWT-strategy session's user and sign-in (session/authjs-jwt.ts has decrypted it): the one user
+   * with its email, or, when several share it, the one whose id is its `sub`. `token` is the cookie's value,
+   * recorded (hashed) as a database session's token is, until `exp`.
+   */
+  findByJwtSession(
+    session: { email: string; sub: string | undefined; exp: number },
+    token: string,
+    o?: { returningFromSignIn?: boolean },
+  ): Promise<WebSessionRecord | undefined>;
 }
 
 /** The key of a session in platform.web_session_logins: the token itself is never stored. */
@@ -60,7 +70,28 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
       FROM ${ident(authjs.usersTable)} u
      WHERE lower(trim(u.email)) = $1
      ORDER BY u.id LIMIT 2`;
-  return {
+  const store: SessionStore = {
+    async findByJwtSession(session, token, o = {}) {
+      const users = await store.findUsersByEmail(session.email);
+      const user = users.length === 1 ? users[0] : users.find((u) => u.userId === session.sub);
+      if (!user) return undefined;
+      // Seen before: its record; first sight: recorded now (concurrent first sights agree on the row that won).
+      const { rows } = await pool.query<{ auth_time: string; known: boolean }>({
+        name: 'jwt_session_sign_in',
+        text: `INSERT INTO platform.web_session_logins (session_hash, auth_time, known, expires_at)
+               VALUES ($1, $4, $2, to_timestamp($3))
+               ON CONFLICT (session_hash) DO UPDATE SET session_hash = EXCLUDED.session_hash
+               RETURNING auth_time, known`,
+        values: [
+          sessionHash(token),
+          o.returningFromSignIn === true,
+          session.exp,
+          Math.floor(Date.now() / 1000),
+        ],
+      });
+      const r = rows[0]!;
+      return { user, signIn: { authTime: Number(r.auth_time), known: r.known } };
+    },
     async findUsersByEmail(email) {
       const { rows } = await pool.query<{
         user_id: string;
@@ -124,4 +155,5 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
       return { user, signIn: { authTime: Number(f.auth_time), known: f.known } };
     },
   };
+  return store;
 }
