@@ -23,6 +23,12 @@ export interface AuthjsSessionClaims {
   sub: string | undefined;
   /** Unix seconds. */
   exp: number;
+  /**
+   * Unix seconds: when the user signed in, when the application put it in the token (an `auth_time` claim set in
+   * its `jwt` callback on sign-in; Auth.js carries custom claims through every re-issue). Undefined otherwise:
+   * Auth.js's own claims say nothing about it (`iat` is the latest re-issue).
+   */
+  authTime: number | undefined;
 }
 
 interface DerivedKey {
@@ -105,10 +111,20 @@ export function createAuthjsSessionReader(
           },
         );
         if (typeof payload.email !== 'string' || payload.email.trim() === '') return undefined;
+        const authTime = payload.auth_time;
+        const now = Math.floor(Date.now() / 1000);
         return {
           email: payload.email.trim().toLowerCase(),
           sub: typeof payload.sub === 'string' ? payload.sub : undefined,
           exp: payload.exp!,
+          // A sign-in time in the future (beyond the clock tolerance) is no sign-in time.
+          authTime:
+            typeof authTime === 'number' &&
+            Number.isInteger(authTime) &&
+            authTime > 0 &&
+            authTime <= now + CLOCK_TOLERANCE_SECONDS
+              ? authTime
+              : undefined,
         };
       } catch {
         // Undecryptable (another secret, tampered, malformed) or expired: as no session.

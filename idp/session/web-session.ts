@@ -50,7 +50,7 @@ export async function webSession(
   if (!token) return undefined;
   const jwt = await jwtReader(ctx.config)?.decode(token);
   const found = jwt
-    ? await ctx.sessions.findByJwtSession(jwt, token, o)
+    ? await ctx.sessions.findByJwtSession(jwt, token)
     : await ctx.sessions.findBySessionToken(token, o);
   return found ? { token, ...found } : undefined;
 }

@@ -219,3 +219,60 @@ describe('every page that needs the web session takes it', () => {
     expect(await page.text()).toContain('jwt-admin@example.com');
   });
 });
+
+describe('login freshness (prompt=login) with JWT sessions', () => {
+  /** prompt=login as platform-cli with `cookie` (or none); then the return from the sign-in page with `back`. */
+  async function promptLogin(cookie: string | undefined, back: () => Promise<string>) {
+    const r = await authorizeRequest({ issuer: idp.issuer, params: { prompt: 'login', scope: 'openid' } });
+    const u = new URL(`${idp.url}/oauth/authorize`);
+    for (const [k, v] of Object.entries(r.params)) if (v !== undefined) u.searchParams.set(k, v);
+    const first = await fetch(u, { redirect: 'manual', headers: cookie ? { cookie } : {} });
+    const login = new URL(first.headers.get('location')!);
+    expect(login.pathname).toBe('/api/auth/signin');
+    const callback = login.searchParams.get('callbackUrl')!;
+    const again = await fetch(callback.replace(idp.issuer, idp.url), {
+      redirect: 'manual',
+      headers: { cookie: await back() },
+    });
+    const to = new URL(again.headers.get('location')!);
+    const code = to.searchParams.get('code');
+    if (!code) return { error: to.searchParams.get('error'), authTime: undefined };
+    const tokens = await exchangeCode(idp.url, {
+      code,
+      verifier: r.verifier,
+      redirectUri: LOOPBACK,
+      clientId: 'platform-cli',
+    });
+    expect(tokens.status, tokens.text).toBe(200);
+    return { error: undefined, authTime: decodeJwt(tokens.json.id_token as string).auth_time };
+  }
+  const now = () => Math.floor(Date.now() / 1000);
+
+  it('without auth_time, a cookie re-issued by the application is not a new sign-in: login_required', async () => {
+    const before = await cookieHeader(await authjsToken({ email: user.email }));
+    // Auth.js re-issues the session's cookie whenever the application reads it: a new value, no sign-in.
+    const r = await promptLogin(before, async () => cookieHeader(await authjsToken({ email: user.email })));
+    expect(r.error).toBe('login_required');
+  });
+
+  it('without auth_time, a browser that left with no session and came back with one signed in', async () => {
+    const r = await promptLogin(undefined, async () =>
+      cookieHeader(await authjsToken({ email: user.email })),
+    );
+    expect(r.error).toBeUndefined();
+  });
+
+  it("with the application's auth_time: a new sign-in counts (its time in the id_token), a re-issue does not", async () => {
+    const old = now() - 3600;
+    const before = await cookieHeader(await authjsToken({ email: user.email, extra: { auth_time: old } }));
+    const reissued = await promptLogin(before, async () =>
+      cookieHeader(await authjsToken({ email: user.email, extra: { auth_time: old } })),
+    );
+    expect(reissued.error).toBe('login_required');
+    const signedIn = now() + 1;
+    const again = await promptLogin(before, async () =>
+      cookieHeader(await authjsToken({ email: user.email, extra: { auth_time: signedIn } })),
+    );
+    expect(again).toEqual({ error: undefined, authTime: signedIn });
+  });
+});
