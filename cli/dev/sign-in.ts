@@ -78,11 +78,12 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
       }
       if (opts.jwtSecret !== undefined) {
         await client.query('COMMIT');
-        // What Auth.js's default jwt callback puts in the token at sign-in: name, email, picture, sub = user id.
+        // What Auth.js's default jwt callback puts in the token at sign-in (name, email, sub = user id), and the
+        // sign-in time a well-wired application adds (README § Wiring the web application's session).
         const token = await encodeAuthjsSession({
           secret: opts.jwtSecret,
           cookieName: opts.cookieName,
-          claims: { name: email.split('@')[0], email, sub: userId },
+          claims: { name: email.split('@')[0], email, sub: userId, auth_time: Math.floor(Date.now() / 1000) },
           maxAgeSeconds: SESSION_SECONDS,
         });
         return { cookies: authjsSessionCookies(opts.cookieName, token), userId };

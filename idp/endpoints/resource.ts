@@ -1,5 +1,6 @@
 import type { IdpConfig } from '../config.ts';
 import type { IdpContext } from '../context.ts';
+import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { InvalidTargetError } from '../errors.ts';
 import { grantedResources } from '../store/granted-resources.ts';
 import { hashCode } from './authorize.ts';
@@ -71,7 +72,10 @@ export function resourceService(config: IdpConfig, resource: string): string {
   return m[1]!;
 }
 
-/** An authorization request's `resource`, recorded with the grant its code starts (before the code exists). */
+/**
+ * An authorization (or device authorization) request's `resource`, recorded with the grant its code starts
+ * (before the code exists).
+ */
 export async function recordGrantedResource(
   ctx: IdpContext,
   familyId: string,
@@ -82,8 +86,8 @@ export async function recordGrantedResource(
 }
 
 /**
- * The token request's `resource` (RFC 8707 §2.2): it must name something of this platform, and, for a code or
- * a refresh token whose authorization request named a resource, the same one. Checked before the grant is
+ * The token request's `resource` (RFC 8707 §2.2): it must name something of this platform, and, for a code, a
+ * device code or a refresh token whose authorization request named a resource, the same one. Checked before the grant is
  * touched: a refused request leaves the code or refresh token usable for the right one. A code or token that is
  * unknown, another client's, or granted without a resource is left to the grant's own checks.
  */
@@ -98,13 +102,16 @@ export async function checkTokenResource(
   const target = resourceTarget(ctx.config, resource);
   const code = form.get('code');
   const refresh = form.get('refresh_token');
+  const device = form.get('device_code');
   const store = grantedResources(ctx.pool);
   const granted =
     grantType === 'authorization_code' && code && code.length <= 256
       ? await store.ofCode(hashCode(code), clientId)
       : grantType === 'refresh_token' && refresh && refresh.length <= 256
         ? await store.ofRefreshToken(hashRefreshToken(refresh), clientId)
-        : undefined;
+        : grantType === DEVICE_CODE_GRANT && device && device.length <= 256
+          ? await store.ofDeviceCode(hashDeviceSecret(device), clientId)
+          : undefined;
   if (granted !== undefined && granted !== target)
     throw new InvalidTargetError(`resource "${resource}" is not the resource this grant was issued for`);
 }

@@ -1,7 +1,7 @@
 import type { Pool } from '../../lib/db.ts';
 
 /**
- * The resource an authorization request named, by the refresh-token family its code starts (platform.granted_resources;
+ * The resource an authorization request (or a device authorization request) named, by the refresh-token family its code starts (platform.granted_resources;
  * docs/idp.md § Resource indicators). Targets are endpoints/resource.ts's (`platform`, `service:<name>`).
  */
 export interface GrantedResources {
@@ -9,6 +9,8 @@ export interface GrantedResources {
   record(familyId: string, target: string): Promise<void>;
   /** The target the code (by its hash) was granted for, when it was issued to this client and named one. */
   ofCode(codeHash: string, clientId: string): Promise<string | undefined>;
+  /** The target the device code (by its hash) was granted for, when it was issued to this client and named one. */
+  ofDeviceCode(deviceCodeHash: string, clientId: string): Promise<string | undefined>;
   /** The target the refresh token's family (by the token's hash) was granted for, when it is this client's. */
   ofRefreshToken(tokenHash: string, clientId: string): Promise<string | undefined>;
 }
@@ -32,6 +34,13 @@ export function grantedResources(pool: Pool): GrantedResources {
           WHERE c.code = $1 AND c.client_id = $2`,
         'granted_resource_of_code',
         [codeHash, clientId],
+      ),
+    ofDeviceCode: (deviceCodeHash, clientId) =>
+      one(
+        `SELECT g.target FROM platform.device_codes d JOIN platform.granted_resources g ON g.family_id = d.family_id
+          WHERE d.device_code_hash = $1 AND d.client_id = $2`,
+        'granted_resource_of_device_code',
+        [deviceCodeHash, clientId],
       ),
     ofRefreshToken: (tokenHash, clientId) =>
       one(

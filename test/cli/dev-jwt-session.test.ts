@@ -54,7 +54,7 @@ describe('platform dev --session jwt', () => {
     // Auth.js itself reads it with the secret dev keeps.
     const { decode } = await authjsJwt();
     const claims = await decode({ token: value, secret: await readFile(secretFile, 'utf8'), salt: COOKIE });
-    expect(claims).toMatchObject({ email: 'jo.jwt@example.com' });
+    expect(claims).toMatchObject({ email: 'jo.jwt@example.com', auth_time: expect.any(Number) });
 
     const r = await authorizeRequest({ issuer, sessionToken: value, cookieName: COOKIE, params: {} });
     const code = r.location?.searchParams.get('code');

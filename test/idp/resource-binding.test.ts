@@ -7,6 +7,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { registerClient } from '../helpers/clients.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
+import { answerDevicePage, DEVICE_GRANT, skipPollInterval, startDevice } from '../helpers/device.ts';
 import { authorizeRequest, obtainCode, postForm, refresh } from '../helpers/oauth.ts';
 import { type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
 
@@ -117,5 +118,25 @@ describe('a resource is bound to its grant', () => {
     expect(t.status, t.text).toBe(200);
     const r = await refresh(idp.url, t.json.refresh_token as string, clientId, { resource: BASE });
     expect(r.status, r.text).toBe(200);
+  });
+
+  it('a device code polled for another resource: invalid_target; its own resource gets the tokens, bound too', async () => {
+    const d = await startDevice(idp.url, { scope: 'openid mcp:mail', resource: `${BASE}/mail/mcp` });
+    const answered = await answerDevicePage(idp.issuer, d, user.sessionToken, 'approve');
+    expect(answered.status, answered.body).toBe(200);
+    const poll = (resource: string) =>
+      postForm(`${idp.url}/oauth/token`, {
+        grant_type: DEVICE_GRANT,
+        device_code: d.device_code,
+        client_id: 'platform-cli',
+        resource,
+      });
+    const refused = await poll(`${BASE}/platform/mcp`);
+    expect([refused.status, refused.json.error]).toEqual([400, 'invalid_target']);
+    await skipPollInterval(db.pool, d.device_code);
+    const t = await poll(`${BASE}/mail/mcp`);
+    expect(t.status, t.text).toBe(200);
+    const other = await refresh(idp.url, t.json.refresh_token as string, 'platform-cli', { resource: BASE });
+    expect([other.status, other.json.error]).toEqual([400, 'invalid_target']);
   });
 });
