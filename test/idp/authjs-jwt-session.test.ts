@@ -167,6 +167,33 @@ describe('an Auth.js JWT-strategy session counts as the web session', () => {
     expectNoSession(await whoSignsIn(await cookieHeader(await authjsToken({ email: user.email })), httpsIdp));
   });
 
+  it("two users with one email: the one whose id is the token's sub", async () => {
+    const [a, b] = [
+      await seedUser(db.pool, { email: 'Shared@example.com' }),
+      await seedUser(db.pool, { email: 'shared@example.com' }),
+    ];
+    const signInAs = async (sub: string | undefined) => {
+      const r = await authorizeRequest({ issuer: idp.issuer, params: {} });
+      const u = new URL(`${idp.url}/oauth/authorize`);
+      for (const [k, v] of Object.entries(r.params)) if (v !== undefined) u.searchParams.set(k, v);
+      const cookie = await cookieHeader(await authjsToken({ email: 'shared@example.com', sub }));
+      const res = await fetch(u, { redirect: 'manual', headers: { cookie } });
+      const code = new URL(res.headers.get('location')!).searchParams.get('code');
+      if (!code) return undefined;
+      const t = await exchangeCode(idp.url, {
+        code,
+        verifier: r.verifier,
+        redirectUri: LOOPBACK,
+        clientId: 'platform-cli',
+      });
+      return decodeJwt(t.json.access_token as string).sub;
+    };
+    expect(await signInAs(String(b.id))).toBe(b.sub);
+    expect(await signInAs(String(a.id))).toBe(a.sub);
+    // Neither named: which one is not guessed.
+    expect(await signInAs(undefined)).toBeUndefined();
+  });
+
   it('database sessions keep working beside it', async () => {
     expect((await whoSignsIn(`${COOKIE}=${user.sessionToken}`)).email).toBe(user.email);
   });
