@@ -58,7 +58,9 @@ async function derivedKey(secret: string, salt: string, enc: string): Promise<De
 export interface AuthjsSessionReader {
   /**
    * The cookie's value as the browser holds it: the one cookie, or its chunks `<name>.0` … `<name>.N` in order
-   * (contiguous from 0; with chunks present, the unchunked cookie is a leftover and ignored).
+   * (contiguous from 0). Both at once is no value: Auth.js expires the one form when it sets the other, and
+   * joining them, as Auth.js would, gives nothing it wrote; preferring either would let a cookie planted beside
+   * the real one (a sibling subdomain can set a `__Secure-` cookie for the parent domain) choose the user.
    */
   value(cookies: ReadonlyMap<string, string>): string | undefined;
   /** The session's claims; undefined when it is not one (undecryptable, expired, without an email). */
@@ -80,6 +82,7 @@ export function createAuthjsSessionReader(
     value(cookies) {
       const first = cookies.get(`${cookieName}.0`);
       if (!first) return cookies.get(cookieName) || undefined;
+      if (cookies.get(cookieName)) return undefined;
       const parts = [first];
       for (let i = 1; i < MAX_CHUNKS; i++) {
         const next = cookies.get(`${cookieName}.${i}`);

@@ -111,6 +111,11 @@ describe('an Auth.js JWT-strategy session counts as the web session', () => {
     expect((await whoSignsIn(cookie)).email).toBe(user.email);
     // The chunks in another order in the header: still the session.
     expect((await whoSignsIn(cookie.split('; ').reverse().join('; '))).email).toBe(user.email);
+    // The unchunked name beside the chunks (another session planted there, or a leftover): no session, whichever
+    // of the two is the user's.
+    const planted = `${COOKIE}=${await authjsToken({ email: admin.email })}`;
+    expectNoSession(await whoSignsIn(`${cookie}; ${planted}`));
+    expectNoSession(await whoSignsIn(`${planted}; ${cookie}`));
     // A chunk missing: no session.
     const parts = cookie.split('; ').filter((c) => !c.startsWith(`${COOKIE}.1=`));
     expectNoSession(await whoSignsIn(parts.join('; ')));
