@@ -17,8 +17,9 @@ NPM := npm --no-fund --no-audit --loglevel=error
 
 .PHONY: image dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
 
+# make dev SESSION=jwt: the sign-in page sets an Auth.js JWT-strategy session cookie instead of a database session.
 dev: deps
-	node bin/platform.js dev
+	node bin/platform.js dev$(if $(SESSION), --session $(SESSION))
 
 # The project's image, labelled with its release: package.json's version, the commit and the source's address
 # (OCI annotations; docs/operations.md § Releases). IMAGE names it (tagged with the version and `latest`);

@@ -36,6 +36,11 @@ function banner(stack: DevStack, config: DevConfig): string {
     `  Database         ${withoutPassword(stack.databaseUrl)}${stack.embeddedDatabase ? '   (embedded PGlite)' : ''}`,
     `  Data directory   ${config.dataDir}${stack.signingKeyCreated ? '   (new signing key created)' : ''}`,
     `  Administrators   ${config.adminEmails.split(',').join(', ')}   (PLATFORM_ADMIN_EMAILS)`,
+    ...(config.session === 'jwt'
+      ? [
+          `  Web sessions     Auth.js JWT strategy (--session jwt), sealed under ${config.authjsSecretGiven ? 'PLATFORM_AUTHJS_SECRET' : config.authjsSecretPath}`,
+        ]
+      : []),
     '',
     'Sign in from another terminal (the sign-in page offers the development user), then call a tool:',
     '',

@@ -58,7 +58,15 @@ program
 program
   .command('dev')
   .description('the whole stack in one process on embedded defaults (PGlite, in-process cache)')
-  .action(async () => (await import('./dev.ts')).dev(processEnv()));
+  .option(
+    '--session <kind>',
+    'the web session the sign-in page makes: database (an Auth.js sessions row) or jwt (an Auth.js JWT-strategy cookie); PLATFORM_DEV_SESSION',
+  )
+  .action(async (o: { session?: string }) =>
+    (await import('./dev.ts')).dev(
+      o.session === undefined ? processEnv() : { ...processEnv(), PLATFORM_DEV_SESSION: o.session },
+    ),
+  );
 
 program
   .command('trial-env')

@@ -81,6 +81,11 @@ export interface IdpConfig {
   adminRequireDpop: boolean;
   /** PLATFORM_DPOP_NONCE: `on`: every token request's proof must carry a server nonce (RFC 9449 §8). */
   dpopNonce: boolean;
+  /**
+   * PLATFORM_AUTHJS_SECRET, split on commas (newest first): the web application's AUTH_SECRET, so its Auth.js
+   * JWT-strategy session cookie counts as a web session (session/authjs-jwt.ts). Empty: database sessions only.
+   */
+  authjsSecrets: readonly string[];
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -335,6 +340,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     ),
     adminRequireDpop: oneOf(env, 'PLATFORM_ADMIN_REQUIRE_DPOP', ['on', 'off'] as const, 'off') === 'on',
     dpopNonce: oneOf(env, 'PLATFORM_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
+    authjsSecrets: authjsSecrets(env),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),
@@ -342,6 +348,16 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
       subjectProvider: optionalString(env, 'PLATFORM_AUTHJS_SUBJECT_PROVIDER') ?? 'microsoft-entra-id',
     }),
   });
+}
+
+/** PLATFORM_AUTHJS_SECRET: one secret or several comma-separated (newest first), as Auth.js takes AUTH_SECRET. */
+function authjsSecrets(env: Env): readonly string[] {
+  const given = optionalSecret(env, 'PLATFORM_AUTHJS_SECRET');
+  if (given === undefined) return Object.freeze([]);
+  const secrets = given.split(',').map((s) => s.trim());
+  if (secrets.some((s) => s === ''))
+    throw new ConfigError('PLATFORM_AUTHJS_SECRET', 'names an empty secret (a stray comma?)');
+  return Object.freeze(secrets);
 }
 
 /** PLATFORM_OIDC_PRIVATE_KEY without rotation: required, and the error names the other way to run. */

@@ -7,9 +7,11 @@ import {
   httpUrl,
   logLevel,
   normaliseDatabaseUrl,
+  oneOf,
   optionalString,
   port,
   secret,
+  secretGiven,
 } from '../../lib/config.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import { redisUrl } from '../../lib/redis/config.ts';
@@ -30,6 +32,15 @@ export interface DevConfig {
   dataDir: string;
   pgliteDir: string;
   signingKeyPath: string;
+  /**
+   * PLATFORM_DEV_SESSION (`platform dev --session`): the kind of Auth.js session the sign-in page makes, `database`
+   * (a `sessions` row) or `jwt` (an encrypted JWT-strategy cookie, read with PLATFORM_AUTHJS_SECRET).
+   */
+  session: 'database' | 'jwt';
+  /** Where the jwt mode's AUTH_SECRET is kept (generated on first use) unless PLATFORM_AUTHJS_SECRET is set. */
+  authjsSecretPath: string;
+  /** PLATFORM_AUTHJS_SECRET (or _FILE) is set: the jwt mode seals with its first secret instead. */
+  authjsSecretGiven: boolean;
   /** PLATFORM_DEV_HOST: every listener binds here; loopback by default since the sign-in page trusts anyone. */
   host: string;
   /** PLATFORM_DEV_PG_PORT: the embedded database's wire-protocol port (0: any free port). */
@@ -86,6 +97,9 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
     dataDir,
     pgliteDir: join(dataDir, 'pglite'),
     signingKeyPath: join(dataDir, 'dev-signing-key.pem'),
+    session: oneOf(env, 'PLATFORM_DEV_SESSION', ['database', 'jwt'] as const, 'database'),
+    authjsSecretPath: join(dataDir, 'dev-authjs-secret'),
+    authjsSecretGiven: secretGiven(env, 'PLATFORM_AUTHJS_SECRET'),
     host: optionalString(env, 'PLATFORM_DEV_HOST') ?? '127.0.0.1',
     embeddedPostgresPort: port(env, 'PLATFORM_DEV_PG_PORT', 0),
     databaseUrl:
@@ -108,7 +122,7 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
 /** The IdP's configuration for dev: its own loader, so the same checks apply, over dev's values. */
 export function devIdpConfig(
   dev: DevConfig,
-  runtime: { databaseUrl: string; privateKey: string },
+  runtime: { databaseUrl: string; privateKey: string; authjsSecret?: string },
 ): IdpConfig {
   return loadIdpConfig(
     {
@@ -123,6 +137,9 @@ export function devIdpConfig(
       PLATFORM_OIDC_PRIVATE_KEY_FILE: undefined,
       DATABASE_URL: runtime.databaseUrl,
       DATABASE_URL_FILE: undefined,
+      ...(runtime.authjsSecret === undefined
+        ? {}
+        : { PLATFORM_AUTHJS_SECRET: runtime.authjsSecret, PLATFORM_AUTHJS_SECRET_FILE: undefined }),
     },
     { redisRequired: false },
   );

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { authjsSessionCookies, encodeAuthjsSession } from '../../idp/session/authjs-jwt.ts';
 import { ident, type Pool } from '../../lib/db.ts';
 import { HttpInputError, readForm, redirect, sendText } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
@@ -14,6 +15,11 @@ export interface DevSignInOptions {
   authjs: { usersTable: string; accountsTable: string; sessionsTable: string; subjectProvider: string };
   /** Cookie the IdP reads (the first of PLATFORM_SESSION_COOKIE's names). */
   cookieName: string;
+  /**
+   * `platform dev --session jwt`: the AUTH_SECRET the session is sealed under, as an Auth.js application with the
+   * JWT session strategy seals it (no `sessions` row). Undefined: a database session.
+   */
+  jwtSecret?: string;
   /** The email the form offers (the development user). */
   suggestedEmail: string;
   /** PLATFORM_ADMIN_EMAILS as configured, shown on the page so the user knows who may administer. */
@@ -28,7 +34,8 @@ const EMAIL = /^[^\s@<>"]{1,64}@[^\s@<>"]{1,190}$/;
 /**
  * The stand-in for the web application's sign-in (development only): anyone may claim any email. It writes the
  * same Auth.js rows the real web application writes (users, a `microsoft-entra-id` account with a stable fake
- * object id, a database session) and sets the same cookie, so the IdP runs exactly its production path.
+ * object id, a database session, or with `jwtSecret` a JWT-strategy session cookie instead) and sets the same
+ * cookie, so the IdP runs exactly its production path.
  * Requests under /api/auth/ go here; everything else to `next` (the IdP).
  */
 export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
@@ -40,7 +47,9 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
     sessions: ident(opts.authjs.sessionsTable),
   };
 
-  async function signIn(email: string): Promise<{ sessionToken: string; userId: string }> {
+  async function signIn(
+    email: string,
+  ): Promise<{ cookies: { name: string; value: string }[]; userId: string }> {
     const client = await opts.pool.connect();
     try {
       await client.query('BEGIN');
@@ -67,13 +76,25 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
           [userId, opts.authjs.subjectProvider, fakeObjectId(email)],
         );
       }
+      if (opts.jwtSecret !== undefined) {
+        await client.query('COMMIT');
+        // What Auth.js's default jwt callback puts in the token at sign-in (name, email, sub = user id), and the
+        // sign-in time a well-wired application adds (README § Wiring the web application's session).
+        const token = await encodeAuthjsSession({
+          secret: opts.jwtSecret,
+          cookieName: opts.cookieName,
+          claims: { name: email.split('@')[0], email, sub: userId, auth_time: Math.floor(Date.now() / 1000) },
+          maxAgeSeconds: SESSION_SECONDS,
+        });
+        return { cookies: authjsSessionCookies(opts.cookieName, token), userId };
+      }
       const sessionToken = randomBytes(32).toString('base64url');
       await client.query(
         `INSERT INTO ${t.sessions} ("userId", expires, "sessionToken") VALUES ($1, now() + make_interval(secs => $2), $3)`,
         [userId, SESSION_SECONDS, sessionToken],
       );
       await client.query('COMMIT');
-      return { sessionToken, userId };
+      return { cookies: [{ name: opts.cookieName, value: sessionToken }], userId };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => {});
       throw err;
@@ -99,15 +120,20 @@ export function withDevSignIn(opts: DevSignInOptions, next: Handler): Handler {
     const callbackUrl = body.get('callbackUrl') ?? '';
     const email = (body.get('email') ?? '').trim().toLowerCase();
     if (!EMAIL.test(email)) return sendPage(res, 400, page(callbackUrl, 'Enter an email address.'));
-    const { sessionToken, userId } = await signIn(email);
-    opts.log.info({ userId }, 'dev sign-in: session created');
-    const cookie = `${opts.cookieName}=${sessionToken}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${SESSION_SECONDS}${secure ? '; Secure' : ''}`;
+    const { cookies, userId } = await signIn(email);
+    opts.log.info(
+      { userId, kind: opts.jwtSecret === undefined ? 'database' : 'jwt' },
+      'dev sign-in: session created',
+    );
+    const cookie = cookies.map(
+      (c) =>
+        `${c.name}=${c.value}; Path=/; HttpOnly; SameSite=Lax; Max-Age=${SESSION_SECONDS}${secure ? '; Secure' : ''}`,
+    );
+    // One cookie, or a large JWT session's chunks (writeHead keeps headers set before it).
+    res.setHeader('set-cookie', cookie);
     const back = sameOrigin(callbackUrl, origin);
-    if (back) return redirect(res, back, { 'set-cookie': cookie });
-    return sendText(res, 200, `Signed in as ${email}.\n`, {
-      'set-cookie': cookie,
-      'cache-control': 'no-store',
-    });
+    if (back) return redirect(res, back);
+    return sendText(res, 200, `Signed in as ${email}.\n`, { 'cache-control': 'no-store' });
   }
 
   return (req, res) => {

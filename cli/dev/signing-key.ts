@@ -1,4 +1,4 @@
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
@@ -29,4 +29,25 @@ export async function loadOrCreateDevSigningKey(path: string): Promise<{ pem: st
     throw err;
   }
   return { pem, created: true };
+}
+
+/**
+ * The development AUTH_SECRET of `platform dev --session jwt`: generated on first use, then reused, so the
+ * JWT-strategy session cookies the sign-in page set survive restarts. Readable by this user only.
+ */
+export async function loadOrCreateDevSecret(path: string): Promise<string> {
+  const existing = await readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return undefined;
+    throw err;
+  });
+  if (existing !== undefined) return existing.trim();
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  const secret = randomBytes(32).toString('base64url');
+  try {
+    await writeFile(path, secret, { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return (await readFile(path, 'utf8')).trim();
+    throw err;
+  }
+  return secret;
 }

@@ -12,7 +12,7 @@ import { MIGRATION_SETS } from '../migrations.ts';
 import { DEV_USER_EMAIL, type DevConfig, devGatewayConfig, devIdpConfig, devToolConfig } from './config.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 import { SIGN_IN_PATH, withDevSignIn } from './sign-in.ts';
-import { loadOrCreateDevSigningKey } from './signing-key.ts';
+import { loadOrCreateDevSecret, loadOrCreateDevSigningKey } from './signing-key.ts';
 
 // The web application's tables; dev creates them because it stands in for the web application.
 const AUTHJS_SCHEMA = new URL('../../idp/authjs/schema.sql', import.meta.url);
@@ -68,7 +68,13 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
     const key = await loadOrCreateDevSigningKey(config.signingKeyPath);
     // One process: the in-process store stands in for Redis unless REDIS_URL asks for the real thing.
     const revocations = config.redisUrl ? undefined : new MemoryRevocations();
-    const idpConfig = devIdpConfig(config, { databaseUrl, privateKey: key.pem });
+    // --session jwt: the sign-in page sets an Auth.js JWT-strategy cookie under this AUTH_SECRET (the first of
+    // PLATFORM_AUTHJS_SECRET when set, else the one kept under the data directory).
+    const authjsSecret =
+      config.session === 'jwt' && !config.authjsSecretGiven
+        ? await loadOrCreateDevSecret(config.authjsSecretPath)
+        : undefined;
+    const idpConfig = devIdpConfig(config, { databaseUrl, privateKey: key.pem, authjsSecret });
     const idp = await startIdp(idpConfig, {
       log: log.child({ component: 'idp' }),
       revocations,
@@ -80,6 +86,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
             issuer: idpConfig.issuer,
             authjs: idpConfig.authjs,
             cookieName: idpConfig.sessionCookie,
+            jwtSecret: config.session === 'jwt' ? idpConfig.authjsSecrets[0] : undefined,
             suggestedEmail: DEV_USER_EMAIL,
             adminEmails: config.adminEmails,
             log: log.child({ component: 'dev-sign-in' }),

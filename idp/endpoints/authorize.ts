@@ -21,7 +21,7 @@ import { freshness, SIGN_IN_MARKER, signInMarker, takeSignInMarker } from '../se
 import { loginRedirect, sessionCookie, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
 import type { SessionUser } from '../store/sessions.ts';
-import { validateResource } from './resource.ts';
+import { recordGrantedResource, validateResource } from './resource.ts';
 
 export const CLI_CLIENT_ID = 'platform-cli';
 const PKCE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/; // base64url(SHA-256) without padding
@@ -165,6 +165,8 @@ export async function issueCode(
 ): Promise<void> {
   const code = randomBytes(32).toString('base64url');
   const user = o.session.user;
+  const familyId = randomUUID();
+  await recordGrantedResource(ctx, familyId, o.request.resource);
   const created = await ctx.codes.create(hashCode(code), {
     clientId: o.client.clientId,
     userId: user.userId,
@@ -176,7 +178,7 @@ export async function issueCode(
     scope: o.scope,
     nonce: o.request.nonce,
     dpopJkt: o.request.dpopJkt,
-    familyId: randomUUID(),
+    familyId,
     authTime: o.session.signIn.authTime,
   });
   if (!created) throw new AccessDeniedError('the user is blocked');
@@ -250,7 +252,7 @@ export function checkParameters(ctx: IdpContext, params: ReadonlyMap<string, str
   const dpopJkt = params.get('dpop_jkt');
   if (dpopJkt !== undefined && !/^[A-Za-z0-9_-]{43}$/.test(dpopJkt))
     throw new InvalidRequestError('dpop_jkt must be a base64url SHA-256 JWK thumbprint');
-  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge, dpopJkt };
+  return { codeChallenge, scope: parseScope(params.get('scope')), nonce, prompt, maxAge, dpopJkt, resource };
 }
 
 /** The services the user may get tokens for: every configured one, or the user's grants (entitlements.ts). */

@@ -7,7 +7,7 @@ import { InvalidRequestError, TemporarilyUnavailableError, UnauthorizedClientErr
 import { MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { knownScopes, parseScope } from '../scopes.ts';
 import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
-import { validateResource } from './resource.ts';
+import { recordGrantedResource, validateResource } from './resource.ts';
 
 export { DEVICE_CODE_GRANT } from '../device-codes.ts';
 
@@ -33,13 +33,16 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
   // Unknown scopes are dropped; the verification page decides what is granted.
   const requested = knownScopes(parseScope(form.get('scope')), ctx.config.services);
   const deviceCode = newDeviceCode();
+  // The resource is bound to the grant as an authorization request's is (endpoints/resource.ts).
+  const familyId = crypto.randomUUID();
+  await recordGrantedResource(ctx, familyId, resource);
   // A user-code collision with a stored one is rare (20^8 codes); draw again rather than fail.
   for (let attempt = 0; attempt < 5; attempt++) {
     const userCode = newUserCode();
     const created = await ctx.deviceCodes.create(
       hashDeviceSecret(deviceCode),
       hashDeviceSecret(normalizeUserCode(userCode)!),
-      { clientId: client.clientId, scope: requested.join(' '), familyId: crypto.randomUUID() },
+      { clientId: client.clientId, scope: requested.join(' '), familyId },
     );
     if (!created) continue;
     const verificationUri = `${ctx.config.issuer}/oauth/device`;

@@ -26,7 +26,7 @@ import { inTransaction } from '../store/transaction.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
-import { validateResource } from './resource.ts';
+import { checkTokenResource } from './resource.ts';
 import { hashRefreshToken, newRefreshToken, tokenResponse } from './token-response.ts';
 
 /**
@@ -87,8 +87,7 @@ export const token: Endpoint = async (ctx, x) => {
       'invalid_dpop_proof',
       'this client is registered with dpop_bound_access_tokens: a DPoP proof is required',
     );
-  const resource = form.get('resource');
-  if (resource !== undefined) validateResource(ctx.config, resource);
+  await checkTokenResource(ctx, form, grantType, clientId);
 
   // A machine client gets tokens with client_credentials (or a workload assertion) only; no other client may
   // use client_credentials.

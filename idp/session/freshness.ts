@@ -32,6 +32,8 @@ export function signInMarker(
 export interface SignInReturn {
   startedAt: number;
   sameSession: boolean;
+  /** The browser left without any session: the one it came back with is a sign-in made since. */
+  leftWithoutSession: boolean;
 }
 
 /**
@@ -53,7 +55,7 @@ export function takeSignInMarker(
   if (!timingSafeEqual(expected, Buffer.from(sig))) return undefined;
   const startedAt = Number(at);
   if (startedAt > o.now + 60 || o.now - startedAt > MARKER_TTL_SECONDS) return undefined;
-  return { startedAt, sameSession: tag === sessionTag(ctx, o.sessionToken) };
+  return { startedAt, sameSession: tag === sessionTag(ctx, o.sessionToken), leftWithoutSession: tag === '-' };
 }
 
 export type Freshness = 'fresh' | 'sign-in' | 'not-signed-in-again';
@@ -62,7 +64,7 @@ export type Freshness = 'fresh' | 'sign-in' | 'not-signed-in-again';
  * Whether the session's sign-in satisfies the request: `sign-in` (send the browser to sign in) when prompt=login,
  * max_age=0, max_age exceeded, or max_age with a sign-in time that is not known exactly. Back from the sign-in
  * page, a session other than the one the browser left with, first seen since it left, signed in since: fresh;
- * anything else did not sign in again.
+ * anything else did not sign in again (so does a session whose sign-ins cannot be observed).
  */
 export function freshness(
   request: { prompt: ReadonlySet<string>; maxAge: number | undefined },
@@ -74,5 +76,8 @@ export function freshness(
   const tooOld = request.maxAge !== undefined && (!signIn.known || now - signIn.authTime > request.maxAge);
   if (!again && !tooOld) return 'fresh';
   if (back === undefined) return 'sign-in';
+  // Back with a session after leaving with one, but nothing can tell a new sign-in from the same session
+  // re-issued (SignIn.observable).
+  if (signIn.observable === false && !back.leftWithoutSession) return 'not-signed-in-again';
   return !back.sameSession && signIn.authTime >= back.startedAt ? 'fresh' : 'not-signed-in-again';
 }

@@ -1,9 +1,12 @@
 // The web application's session as the provider sees it: the one configured cookie, its user, when that user
 // signed in, and where a browser without one is sent to sign in. Shared by authorize, the consent form, the
-// device page and the console.
+// device page, the connections pages and the console. The cookie holds an Auth.js database session's token or,
+// with PLATFORM_AUTHJS_SECRET, an Auth.js JWT-strategy session (authjs-jwt.ts); either counts.
 import { parseCookies } from '../../lib/http.ts';
+import type { IdpConfig } from '../config.ts';
 import type { Exchange, IdpContext } from '../context.ts';
 import type { SessionUser, SignIn } from '../store/sessions.ts';
+import { type AuthjsSessionReader, createAuthjsSessionReader } from './authjs-jwt.ts';
 
 /** The web session behind a request: the one cookie the configuration names, its user and sign-in. */
 export interface WebSession {
@@ -12,9 +15,26 @@ export interface WebSession {
   signIn: SignIn;
 }
 
-/** The session cookie's value: only the one configured name is read (an https issuer reads only __Secure-). */
+/** One reader per configuration: its keys are derived once (none without PLATFORM_AUTHJS_SECRET). */
+const readers = new WeakMap<IdpConfig, AuthjsSessionReader>();
+function jwtReader(config: IdpConfig): AuthjsSessionReader | undefined {
+  if (config.authjsSecrets.length === 0) return undefined;
+  let reader = readers.get(config);
+  if (!reader) {
+    reader = createAuthjsSessionReader(config.authjsSecrets, config.sessionCookie);
+    readers.set(config, reader);
+  }
+  return reader;
+}
+
+/**
+ * The session cookie's value: only the one configured name is read (an https issuer reads only __Secure-); with
+ * PLATFORM_AUTHJS_SECRET, Auth.js's chunks of it (`<name>.0`, `<name>.1`, …) reassembled.
+ */
 export function sessionCookie(ctx: IdpContext, x: Exchange): string | undefined {
-  return parseCookies(x.req.headers.cookie).get(ctx.config.sessionCookie) || undefined;
+  const cookies = parseCookies(x.req.headers.cookie);
+  const reader = jwtReader(ctx.config);
+  return reader ? reader.value(cookies) : cookies.get(ctx.config.sessionCookie) || undefined;
 }
 
 /**
@@ -28,7 +48,10 @@ export async function webSession(
 ): Promise<WebSession | undefined> {
   const token = sessionCookie(ctx, x);
   if (!token) return undefined;
-  const found = await ctx.sessions.findBySessionToken(token, o);
+  const jwt = await jwtReader(ctx.config)?.decode(token);
+  const found = jwt
+    ? await ctx.sessions.findByJwtSession(jwt, token)
+    : await ctx.sessions.findBySessionToken(token, o);
   return found ? { token, ...found } : undefined;
 }
 

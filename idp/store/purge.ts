@@ -27,6 +27,14 @@ export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
   const logins = await pool.query(
     `DELETE FROM platform.web_session_logins WHERE expires_at < now() - interval '${CODE_RETENTION}'`,
   );
+  // A granted resource whose code was never exchanged (no family) and is purged itself.
+  await pool.query(
+    `DELETE FROM platform.granted_resources g
+      WHERE g.created_at < now() - interval '${CODE_RETENTION}'
+        AND NOT EXISTS (SELECT 1 FROM platform.refresh_families f WHERE f.id = g.family_id)
+        AND NOT EXISTS (SELECT 1 FROM platform.oauth_codes c WHERE c.family_id = g.family_id)
+        AND NOT EXISTS (SELECT 1 FROM platform.device_codes d WHERE d.family_id = g.family_id)`,
+  );
   // A used client-assertion jti is only needed until its assertion expires (it cannot be replayed after).
   await pool.query('DELETE FROM platform.client_assertion_jtis WHERE expires_at < now()');
   return {

@@ -17,6 +17,12 @@ export interface SignIn {
   authTime: number;
   /** True: the sign-in was seen happening (exact); false: the session was first seen then (signed in at or before). */
   known: boolean;
+  /**
+   * False: a return from the sign-in page cannot show that the user signed in again. An Auth.js JWT session
+   * without an `auth_time` claim: Auth.js re-issues its cookie whenever the session is read, so a new cookie is
+   * no evidence of a new sign-in (session/freshness.ts then refuses, never assumes). Absent: true.
+   */
+  observable?: boolean;
 }
 
 export interface WebSessionRecord {
@@ -35,6 +41,15 @@ export interface SessionStore {
   ): Promise<WebSessionRecord | undefined>;
   /** The users with this email (lowercased, trimmed): usually one; an assertion grant needs exactly one. */
   findUsersByEmail(email: string): Promise<SessionUser[]>;
+  /**
+   * An Auth.js JWT-strategy session's user and sign-in (session/authjs-jwt.ts has decrypted it): the one user
+   * with its email, or, when several share it, the one whose id is its `sub`. `token` is the cookie's value,
+   * recorded (hashed) as a database session's token is, until `exp`.
+   */
+  findByJwtSession(
+    session: { email: string; sub: string | undefined; exp: number; authTime: number | undefined },
+    token: string,
+  ): Promise<WebSessionRecord | undefined>;
 }
 
 /** The key of a session in platform.web_session_logins: the token itself is never stored. */
@@ -60,7 +75,27 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
       FROM ${ident(authjs.usersTable)} u
      WHERE lower(trim(u.email)) = $1
      ORDER BY u.id LIMIT 2`;
-  return {
+  const store: SessionStore = {
+    async findByJwtSession(session, token) {
+      const users = await store.findUsersByEmail(session.email);
+      const user = users.length === 1 ? users[0] : users.find((u) => u.userId === session.sub);
+      if (!user) return undefined;
+      // The application says when the user signed in: exact, nothing to record.
+      if (session.authTime !== undefined)
+        return { user, signIn: { authTime: session.authTime, known: true } };
+      // Seen before: its record; first sight: recorded now, never as a sign-in seen happening (a re-issued cookie
+      // looks the same). Concurrent first sights agree on the row that won.
+      const { rows } = await pool.query<{ auth_time: string; known: boolean }>({
+        name: 'jwt_session_sign_in',
+        text: `INSERT INTO platform.web_session_logins (session_hash, auth_time, known, expires_at)
+               VALUES ($1, $4, $2, to_timestamp($3))
+               ON CONFLICT (session_hash) DO UPDATE SET session_hash = EXCLUDED.session_hash
+               RETURNING auth_time, known`,
+        values: [sessionHash(token), false, session.exp, Math.floor(Date.now() / 1000)],
+      });
+      const r = rows[0]!;
+      return { user, signIn: { authTime: Number(r.auth_time), known: r.known, observable: false } };
+    },
     async findUsersByEmail(email) {
       const { rows } = await pool.query<{
         user_id: string;
@@ -124,4 +159,5 @@ export function createSessionStore(pool: Pool, authjs: IdpConfig['authjs']): Ses
       return { user, signIn: { authTime: Number(f.auth_time), known: f.known } };
     },
   };
+  return store;
 }

@@ -9,6 +9,8 @@
 // - DCR without scope: https://git.k1nq.space/k1nq/TREK/commits/commit/c64101b12a4800ce9e24416af6ed2f91b50fa654/server/tests/integration/oauth.test.ts
 // - none + PKCE when private_key_jwt is not offered: https://github.com/gamedevpl/www.gamedev.pl/pull/641,
 //   https://github.com/kentcdodds/kody/pull/1905
+// - resource = the origin root (https://<host>/) even after reading metadata that names /mcp, looping when refused:
+//   https://github.com/garrytan/gbrain/issues/5222
 // The one substitution: the document's jwks_uri points at a local https server (chatgpt.com's key set is
 // OpenAI's private key's, unreachable here); the test signs assertions with its own key published there.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,8 +57,11 @@ async function chatgpt(
   clientId: string,
   redirectUri: string,
   auth: 'private_key_jwt' | 'none',
+  /** What it sends as `resource`: the metadata's (default), or another value such as the origin root. */
+  resourceOf: (prmResource: string) => string = (x) => x,
 ): Promise<ClientFlow> {
-  const { prm, asm } = await r.discover();
+  const { prm: read, asm } = await r.discover();
+  const prm = { ...read, resource: resourceOf(read.resource) };
   const tokenEndpoint = asm.token_endpoint as string;
   const authn = async (): Promise<Array<[string, string]>> =>
     auth === 'none'
@@ -129,4 +134,24 @@ describe('ChatGPT connectors', () => {
     const s = await r.signIn(await chatgpt(reg.json.client_id as string, LEGACY_CALLBACK, 'none'));
     expect(s.me).toMatchObject({ email: r.user.email, client_id: reg.json.client_id });
   });
+
+  for (const slash of ['/', '']) {
+    it(`sends the origin root${slash ? ' with its /' : ' without /'} as resource at authorize, token and refresh, and calls a tool (gbrain#5222)`, async () => {
+      const reg = await r.register({
+        client_name: 'ChatGPT',
+        redirect_uris: [LEGACY_CALLBACK],
+        grant_types: ['authorization_code', 'refresh_token'],
+        response_types: ['code'],
+        token_endpoint_auth_method: 'none',
+      });
+      expect(reg.status, reg.text).toBe(201);
+      const origin = `${new URL(r.serverUrl()).origin}${slash}`;
+      const flow = await chatgpt(reg.json.client_id as string, LEGACY_CALLBACK, 'none', () => origin);
+      expect(flow.authorize({ challenge: 'c', state: 's' })).toContainEqual(['resource', origin]);
+      const s = await r.signIn(flow);
+      expect(s.token.status, s.token.text).toBe(200);
+      expect(s.refreshed.status, s.refreshed.text).toBe(200);
+      expect(s.me).toMatchObject({ email: r.user.email, client_id: reg.json.client_id });
+    });
+  }
 });

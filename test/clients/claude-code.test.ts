@@ -12,6 +12,7 @@
 // - RFC 9207 enforced (missing or different iss is fatal): https://github.com/twentyhq/twenty/issues/24153,
 //   https://github.com/higgsfield-ai/cli/issues/68
 // - concurrent sessions refresh one token: https://github.com/anthropics/claude-code/issues/85236
+// - 2.1.251 sends no resource at all (anthropics/claude-code#90497), and its refresh omits scope (#89862)
 import { describe, expect, it } from 'vitest';
 import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
 import { freePort } from '../helpers/processes.ts';
@@ -31,8 +32,10 @@ const r = useReplayStack({
   ],
 });
 
-async function claudeCode(clientId: string): Promise<ClientFlow> {
+async function claudeCode(clientId: string, o: { resource?: boolean } = {}): Promise<ClientFlow> {
   const { prm } = await r.discover();
+  // Without a resource (2.1.251): the parameter is left out of every request.
+  const resource: Record<string, string> = o.resource === false ? {} : { resource: prm.resource };
   const redirectUri = `http://localhost:${await freePort()}/callback`;
   const scope = [...prm.scopes_supported, 'offline_access'].join(' ');
   return {
@@ -44,7 +47,7 @@ async function claudeCode(clientId: string): Promise<ClientFlow> {
       redirect_uri: redirectUri,
       state,
       scope,
-      resource: prm.resource,
+      ...resource,
     }),
     token: ({ code, verifier }) => ({
       grant_type: 'authorization_code',
@@ -52,13 +55,13 @@ async function claudeCode(clientId: string): Promise<ClientFlow> {
       code_verifier: verifier,
       client_id: clientId,
       redirect_uri: redirectUri,
-      resource: prm.resource,
+      ...resource,
     }),
     refresh: ({ refreshToken }) => ({
       grant_type: 'refresh_token',
       refresh_token: refreshToken,
       client_id: clientId,
-      resource: prm.resource,
+      ...resource,
     }),
   };
 }
@@ -104,5 +107,15 @@ describe('Claude Code', () => {
       expect(last.status, last.text).toBe(200);
       expect(await r.whoami(last.json.access_token as string)).toMatchObject({ email: r.user.email });
     }
+  });
+
+  it('2.1.251: no resource at authorize, token or refresh (cc#90497), a refresh without scope (cc#89862)', async () => {
+    const flow = await claudeCode(DOCUMENT, { resource: false });
+    expect(Object.keys(flow.authorize({ challenge: 'c', state: 's' }))).not.toContain('resource');
+    expect(Object.keys(await flow.refresh({ refreshToken: 'r' }))).not.toContain('scope');
+    const s = await r.signIn(flow);
+    expect(s.token.status, s.token.text).toBe(200);
+    expect(s.refreshed.status, s.refreshed.text).toBe(200);
+    expect(s.me).toMatchObject({ email: r.user.email, client_id: DOCUMENT });
   });
 });

@@ -49,6 +49,11 @@ describe('configuration is validated before listening', () => {
       /PLATFORM_SESSION_COOKIE: "a b;c" is not a cookie name/,
     ],
     [
+      'an empty Auth.js secret in the rotation list',
+      { PLATFORM_AUTHJS_SECRET: 'one-secret-value-0123456789,,older' },
+      /PLATFORM_AUTHJS_SECRET: names an empty secret/,
+    ],
+    [
       'refresh retry window under 30 s',
       { PLATFORM_REFRESH_RETRY_SECONDS: '10' },
       /PLATFORM_REFRESH_RETRY_SECONDS: must be between 30 and 3600, got 10/,
