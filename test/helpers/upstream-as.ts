@@ -22,6 +22,8 @@ export interface UpstreamAs {
   revocations: number;
   /** method + path of every request. */
   requests: string[];
+  /** When set, token requests wait for it before they are answered (to line up concurrent callers). */
+  hold: Promise<void> | undefined;
   close(): Promise<void>;
 }
 
@@ -41,6 +43,7 @@ export async function startUpstreamAs(o: { redirectUris: string[] }): Promise<Up
     grants: {},
     revocations: 0,
     requests: [],
+    hold: undefined,
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
   const provider = new Provider(issuer, {
@@ -93,6 +96,10 @@ export async function startUpstreamAs(o: { redirectUris: string[] }): Promise<Up
       void interact(provider, state, req, res).catch((err: Error) => {
         res.writeHead(500).end(err.message);
       });
+      return;
+    }
+    if (req.method === 'POST' && path === '/token' && state.hold) {
+      void state.hold.then(() => callback(req, res));
       return;
     }
     callback(req, res);

@@ -330,9 +330,30 @@ describe('stored grants', () => {
   it('a grant due for refresh is refreshed once for 20 concurrent callers on two replicas', async () => {
     const old = await makeDue(alice);
     const before = upstream.grants.refresh_token ?? 0;
+    // The upstream holds its answer until both replicas are committed to the refresh: one asking the upstream and
+    // the other waiting for its lock (or, were there no lock, asking the upstream too).
+    let release = () => {};
+    upstream.hold = new Promise<void>((r) => {
+      release = r;
+    });
+    const tokenRequests = () => upstream.requests.filter((r) => r === 'POST /token').length;
+    const requestsBefore = tokenRequests();
     const calls = Array.from({ length: 20 }, (_, i) =>
       (i % 2 ? replicaA : replicaB).accessToken(userOf(alice), NAME),
     );
+    for (;;) {
+      const waiting = await db.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      );
+      if (
+        tokenRequests() - requestsBefore >= 2 ||
+        (tokenRequests() > requestsBefore && waiting.rows[0]!.n >= 1)
+      )
+        break;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    upstream.hold = undefined;
+    release();
     const answers = await Promise.all(calls);
     expect((upstream.grants.refresh_token ?? 0) - before).toBe(1);
     const tokens = new Set(answers.map((a) => (a.ok ? a.accessToken : a.error)));
