@@ -462,6 +462,36 @@ describe('managing', () => {
     for (const t of upstream.issuedTokens) expect(everything).not.toContain(t);
   });
 
+  it('the console’s user page lists the connection and disconnects it; the page shows no token', async () => {
+    const gina = await seedUser(db.pool);
+    await connectInBrowser(gina);
+    const context = await browser.newContext();
+    try {
+      await context.addCookies([
+        { name: sessionCookieName(idp.issuer), value: admin.sessionToken, url: idp.issuer },
+      ]);
+      const page = await context.newPage();
+      const res = await page.goto(`${idp.issuer}/admin/users/${encodeURIComponent(gina.email)}`);
+      expect(res!.status()).toBe(200);
+      const section = page.locator('section', { has: page.locator('h2', { hasText: 'Connections' }) });
+      await expect.poll(() => section.innerText()).toContain('Acme Cloud');
+      expect(await section.innerText()).toContain('connected');
+      expect(await section.innerText()).toContain('upstream-alice');
+      const html = await page.content();
+      for (const t of upstream.issuedTokens) expect(html).not.toContain(t);
+      const revokedBefore = upstream.revocations;
+      await Promise.all([
+        page.waitForNavigation(),
+        section.locator('button', { hasText: 'Disconnect' }).click(),
+      ]);
+      expect(await page.locator('body').innerText()).toContain('Disconnected acme');
+      expect(await storedRow(gina)).toBeUndefined();
+      expect(upstream.revocations).toBeGreaterThan(revokedBefore);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('no upstream token in any log line at trace level (the IdP process and the replicas)', () => {
     expect(upstream.issuedTokens.length).toBeGreaterThan(5);
     const lines = idp.output() + serviceLines;
