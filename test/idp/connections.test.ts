@@ -13,7 +13,7 @@ import { GrantSealer } from '../../idp/connections/seal.ts';
 import { type ConnectionsService, createConnections } from '../../idp/connections/service.ts';
 import { createPool } from '../../lib/db.ts';
 import { createLogger } from '../../lib/logger.ts';
-import { launchChromium } from '../cli/support.ts';
+import { launchChromium, runPlatform, tempConfigHome } from '../cli/support.ts';
 import { callAdminApi } from '../helpers/admin-api.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { sessionCookieName, signIn } from '../helpers/oauth.ts';
@@ -490,6 +490,37 @@ describe('managing', () => {
     } finally {
       await context.close();
     }
+  });
+
+  it('the command line: platform connections [--json], connections disconnect, admin connections and admin disconnect', async () => {
+    const hana = await seedUser(db.pool);
+    await connectInBrowser(hana);
+    const home = await tempConfigHome();
+    const { access_token: user } = await signIn(idp.issuer, hana.sessionToken);
+    const { access_token: adminToken } = await signIn(idp.issuer, admin.sessionToken, {
+      scope: 'platform:admin',
+    });
+    const run = (args: string[], token: string) =>
+      runPlatform(args, { XDG_CONFIG_HOME: home.dir, PLATFORM_ISSUER: idp.issuer, PLATFORM_TOKEN: token });
+    const table = await run(['connections'], user);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/acme\s+\d{4}-\d\d-\d\dT\S+\s+upstream-alice/);
+    const json = await run(['connections', '--json'], user);
+    expect(JSON.parse(json.stdout).connections[0]).toMatchObject({ name: NAME, connected: true });
+    const adminList = await run(['admin', 'connections', '--email', hana.email, '--json'], adminToken);
+    expect(JSON.parse(adminList.stdout)).toMatchObject({
+      email: hana.email,
+      connections: [{ connected: true }],
+    });
+    const off = await run(['connections', 'disconnect', NAME], user);
+    expect(off.stdout.trim()).toBe('disconnected acme (revoked at the upstream)');
+    expect(await storedRow(hana)).toBeUndefined();
+    const again = await run(['admin', 'disconnect', '--email', hana.email, '--connection', NAME], adminToken);
+    expect(again.code).toBe(0);
+    expect(again.stdout.trim()).toBe(`${hana.email} had not connected acme`);
+    for (const out of [table, json, adminList, off, again])
+      for (const t of upstream.issuedTokens) expect(out.stdout + out.stderr).not.toContain(t);
+    await home.cleanup();
   });
 
   it('no upstream token in any log line at trace level (the IdP process and the replicas)', () => {
