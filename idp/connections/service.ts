@@ -3,6 +3,7 @@ import type { Pool, PoolClient } from '../../lib/db.ts';
 import { ident } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { IdpConfig } from '../config.ts';
+import { TemporarilyUnavailableError } from '../errors.ts';
 import { inTransaction, type Queryable } from '../store/transaction.ts';
 import {
   type ConnectionConfig,
@@ -286,7 +287,19 @@ export function createConnections(o: {
       const key = `${user.userId}\n${name}`;
       let p = inFlight.get(key);
       if (!p) {
-        p = inTransaction(pool, (tx) => refreshLocked(tx, user, c)).finally(() => inFlight.delete(key));
+        p = inTransaction(pool, (tx) => refreshLocked(tx, user, c))
+          .catch((err: unknown) => {
+            // Nothing is dropped when the upstream cannot be reached: the caller may retry (503 at the token endpoint).
+            if (!(err instanceof UpstreamUnavailableError)) throw err;
+            log.warn(
+              { connection: name, userId: user.userId, reason: err.message },
+              'connection refresh failed',
+            );
+            throw new TemporarilyUnavailableError(
+              `the upstream of connection ${name} cannot be reached; retry shortly`,
+            );
+          })
+          .finally(() => inFlight.delete(key));
         inFlight.set(key, p);
       }
       return p;

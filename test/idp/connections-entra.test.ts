@@ -75,6 +75,13 @@ beforeAll(async () => {
     client_secret_file: ${secretFile}
     scopes: [offline_access, Mail.Send]
     token_endpoint: http://127.0.0.1:${port}/contoso/oauth2/v2.0/token
+  - name: graph-down
+    kind: entra
+    tenant_id: contoso
+    client_id: web-app
+    client_secret_file: ${secretFile}
+    scopes: [offline_access]
+    token_endpoint: http://127.0.0.1:1/token
 `,
   );
   const config = loadIdpConfig(
@@ -150,6 +157,20 @@ it('a refresh token Entra refuses: not connected, nothing stored', async () => {
   const u = await seedUser(db.pool);
   await db.pool.query(`UPDATE accounts SET refresh_token = 'entra-rt-revoked' WHERE "userId" = $1`, [u.id]);
   expect(await svc.accessToken(userOf(u), 'graph')).toMatchObject({ ok: false, connectUri: LOGIN });
+  const { rowCount } = await db.pool.query(`SELECT 1 FROM platform.connection_grants WHERE user_id = $1`, [
+    String(u.id),
+  ]);
+  expect(rowCount).toBe(0);
+});
+
+it('an upstream that cannot be reached: temporarily_unavailable (503), nothing stored or dropped', async () => {
+  const u = await seedUser(db.pool);
+  await db.pool.query(`UPDATE accounts SET refresh_token = 'entra-rt-x' WHERE "userId" = $1`, [u.id]);
+  await expect(svc.accessToken(userOf(u), 'graph-down')).rejects.toMatchObject({
+    error: 'temporarily_unavailable',
+    status: 503,
+  });
+  expect(await accountToken(u)).toBe('entra-rt-x');
   const { rowCount } = await db.pool.query(`SELECT 1 FROM platform.connection_grants WHERE user_id = $1`, [
     String(u.id),
   ]);

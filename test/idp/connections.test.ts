@@ -523,6 +523,21 @@ describe('managing', () => {
     await home.cleanup();
   });
 
+  it('a blocked user cannot start connecting', async () => {
+    const ivan = await seedUser(db.pool);
+    const { access_token } = await signIn(idp.issuer, admin.sessionToken, { scope: 'platform:admin' });
+    expect(
+      (await callAdminApi(idp.issuer, access_token, 'POST', '/admin/api/block', { email: ivan.email }))
+        .status,
+    ).toBe(200);
+    const res = await fetch(`${idp.issuer}/connections/${NAME}`, {
+      headers: { cookie: `${sessionCookieName(idp.issuer)}=${ivan.sessionToken}` },
+      redirect: 'manual',
+    });
+    expect(res.status).toBe(403);
+    expect(await res.text()).toContain('blocked');
+  });
+
   it('no upstream token in any log line at trace level (the IdP process and the replicas)', () => {
     expect(upstream.issuedTokens.length).toBeGreaterThan(5);
     const lines = idp.output() + serviceLines;
