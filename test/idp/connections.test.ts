@@ -47,6 +47,12 @@ function connectionsFile(extra = ''): string {
     client_id: ${upstream.clientId}
     client_secret_file: ${join(tmpdir(), `acme-secret-${process.pid}`)}
     scopes: [openid, offline_access, repo]
+  - name: acme-api
+    kind: oauth
+    issuer: ${upstream.issuer}
+    client_id: ${upstream.clientId}
+    scopes: [repo]
+    resource: https://api.acme.example/
 ${extra}`;
 }
 
@@ -289,6 +295,15 @@ describe('connect flow', () => {
     expect(to.searchParams.get('code_challenge')).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(to.searchParams.get('state')!.length).toBeGreaterThanOrEqual(43);
     expect(to.searchParams.get('redirect_uri')).toBe(`${idp.issuer}/connections/${NAME}/callback`);
+    expect(to.searchParams.has('resource')).toBe(false);
+    // RFC 8707: a connection with a resource names it at the upstream's authorization endpoint.
+    const withResource = await fetch(`${idp.issuer}/connections/acme-api`, {
+      headers: { cookie },
+      redirect: 'manual',
+    });
+    expect(new URL(withResource.headers.get('location')!).searchParams.get('resource')).toBe(
+      'https://api.acme.example/',
+    );
   });
 });
 
@@ -400,6 +415,17 @@ describe('managing', () => {
     const body = (await list.json()) as { connections: Array<Record<string, unknown>> };
     expect(body.connections).toEqual([
       expect.objectContaining({ name: NAME, connected: true, upstream_subject: 'upstream-alice' }),
+      {
+        name: 'acme-api',
+        kind: 'oauth',
+        display_name: 'acme-api',
+        connected: false,
+        connected_at: null,
+        upstream_subject: null,
+        scopes: [],
+        expires_at: null,
+        connect_uri: `${idp.issuer}/connections/acme-api`,
+      },
     ]);
     const g = sealer.open(String(bob.id), NAME, (await storedRow(bob))!.sealed);
     const revokedBefore = upstream.revocations;
@@ -438,7 +464,10 @@ describe('managing', () => {
       `/admin/api/connections?email=${alice.email}`,
     );
     expect(list.status).toBe(200);
-    expect(list.json.connections).toEqual([expect.objectContaining({ name: NAME, connected: true })]);
+    expect(list.json.connections).toEqual([
+      expect.objectContaining({ name: NAME, connected: true }),
+      expect.objectContaining({ name: 'acme-api', connected: false }),
+    ]);
     const off = await callAdminApi(idp.issuer, access_token, 'POST', '/admin/api/disconnect', {
       email: alice.email,
       connection: NAME,
@@ -510,7 +539,10 @@ describe('managing', () => {
     const adminList = await run(['admin', 'connections', '--email', hana.email, '--json'], adminToken);
     expect(JSON.parse(adminList.stdout)).toMatchObject({
       email: hana.email,
-      connections: [{ connected: true }],
+      connections: [
+        { name: NAME, connected: true },
+        { name: 'acme-api', connected: false },
+      ],
     });
     const off = await run(['connections', 'disconnect', NAME], user);
     expect(off.stdout.trim()).toBe('disconnected acme (revoked at the upstream)');
