@@ -4,6 +4,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { loadIdpConfig } from '../../idp/config.ts';
 import { ConnectionsFileError, parseConnections } from '../../idp/connections/file.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import { signIn } from '../helpers/oauth.ts';
@@ -91,6 +92,41 @@ describe('the connections file', () => {
         throw Object.assign(new Error('nope'), { code: 'ENOENT' });
       }),
     ).toThrow(/client_secret_file \/run\/secrets\/github cannot be read: ENOENT/);
+  });
+});
+
+describe('the sealing key', () => {
+  const base = {
+    PLATFORM_OIDC_ISSUER: 'http://127.0.0.1:1',
+    PLATFORM_AUDIENCE: 'https://platform.test/api',
+    DATABASE_URL: 'postgresql://u@127.0.0.1/db',
+  };
+  it('is PLATFORM_CONNECTIONS_KEY, else the key-rotation encryption key; a short one or one without a file is refused', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'connections-key-'));
+    const file = join(dir, 'c.yaml');
+    await writeFile(file, 'connections: []\n');
+    const rotation = {
+      PLATFORM_KEY_ROTATION: 'auto',
+      PLATFORM_KEY_ENCRYPTION_KEY: 'Zr8Qw2Lp5Xn1Vb7Mk3Tj9Hc4Fd6Gs0Ay2Ue8',
+    };
+    const load = (env: Record<string, string>) =>
+      loadIdpConfig(
+        { ...base, PLATFORM_OIDC_PRIVATE_KEY: testSigningKeyPem(), ...env },
+        { redisRequired: false },
+      );
+    expect(
+      load({ PLATFORM_CONNECTIONS_FILE: file, PLATFORM_CONNECTIONS_KEY: KEY }).connections?.sealingSecret,
+    ).toBe(KEY);
+    expect(load({ PLATFORM_CONNECTIONS_FILE: file, ...rotation }).connections?.sealingSecret).toBe(
+      rotation.PLATFORM_KEY_ENCRYPTION_KEY,
+    );
+    expect(() => load({ PLATFORM_CONNECTIONS_FILE: file, PLATFORM_CONNECTIONS_KEY: 'short' })).toThrow(
+      /PLATFORM_CONNECTIONS_KEY: is 5 characters/,
+    );
+    expect(() => load({ PLATFORM_CONNECTIONS_KEY: KEY })).toThrow(
+      /PLATFORM_CONNECTIONS_KEY: is set but PLATFORM_CONNECTIONS_FILE is not/,
+    );
+    expect(load({}).connections).toBeUndefined();
   });
 });
 

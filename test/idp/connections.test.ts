@@ -283,6 +283,20 @@ describe('connect flow', () => {
     expect(await storedRow(carol)).toBeUndefined();
   });
 
+  it('RFC 9207: an answer naming another issuer is refused (mix-up), nothing stored', async () => {
+    const jack = await seedUser(db.pool);
+    const captured = new URL(await callbackUrlFor(jack));
+    expect(captured.searchParams.get('iss')).toBe(upstream.issuer);
+    captured.searchParams.set('iss', 'https://evil.example');
+    const res = await fetch(captured, {
+      headers: { cookie: `${sessionCookieName(idp.issuer)}=${jack.sessionToken}` },
+      redirect: 'manual',
+    });
+    expect(res.status).toBe(400);
+    expect(await res.text()).toContain('does not come from');
+    expect(await storedRow(jack)).toBeUndefined();
+  });
+
   it('the authorization request carries PKCE S256 and a state', async () => {
     const cookie = `${sessionCookieName(idp.issuer)}=${alice.sessionToken}`;
     const start = await fetch(`${idp.issuer}/connections/${NAME}`, {
@@ -375,6 +389,11 @@ describe('stored grants', () => {
     expect(tokens.size).toBe(1);
     const [token] = [...tokens];
     expect(token).not.toBe(old.accessToken);
+    const audited = await db.pool.query(
+      `SELECT count(*)::int AS n FROM platform.issuance_audit WHERE user_id = $1 AND grant_type = 'connection:refresh'`,
+      [String(alice.id)],
+    );
+    expect(audited.rows[0].n).toBe(1);
     expect(upstream.issuedTokens).toContain(token);
     // The rotated refresh token replaced the old one.
     const now = sealer.open(String(alice.id), NAME, (await storedRow(alice))!.sealed);
