@@ -329,13 +329,22 @@ export function createConnections(o: {
         [user.userId],
       );
       const found = new Map(rows.map((r) => [r.connection, r]));
+      // An entra connection not yet redeemed is connected when the user's sign-in left a refresh token to redeem.
+      let signedIn = false;
+      if ([...byName.values()].some((c) => c.kind === 'entra' && !found.has(c.name))) {
+        const acc = await pool.query(
+          `SELECT 1 FROM ${accounts} WHERE "userId"::text = $1 AND provider = $2 AND refresh_token IS NOT NULL LIMIT 1`,
+          [user.userId, config.authjs.subjectProvider],
+        );
+        signedIn = (acc.rowCount ?? 0) > 0;
+      }
       return [...byName.values()].map((c) => {
         const r = found.get(c.name);
         return {
           name: c.name,
           kind: c.kind,
           display_name: c.displayName,
-          connected: r !== undefined,
+          connected: r !== undefined || (c.kind === 'entra' && signedIn),
           connected_at: r ? r.connected_at.toISOString() : null,
           upstream_subject: r?.upstream_subject ?? null,
           scopes: r?.scope ? r.scope.split(' ').filter(Boolean) : [],

@@ -121,6 +121,8 @@ it('redeems the Auth.js refresh token once, keeps the rotated one in our store, 
   expect(t).toMatchObject({ ok: true, accessToken: 'entra-at-1', scope: 'offline_access Mail.Send' });
   expect(seen.at(-1)).toMatchObject({ refresh_token: 'entra-rt-1', scope: 'offline_access Mail.Send' });
   expect(await accountToken(u)).toBe('entra-rt-1');
+  const [graph] = await svc.list(userOf(u));
+  expect(graph).toMatchObject({ name: 'graph', kind: 'entra', connected: true, connect_uri: LOGIN });
   // Fresh: answered from the store, the stand-in not asked again.
   const asked = seen.length;
   expect(await svc.accessToken(userOf(u), 'graph')).toMatchObject({ ok: true, accessToken: 'entra-at-1' });
@@ -150,6 +152,11 @@ it('no account row or no refresh token in it: not connected, and the connect URI
   });
   const empty = await seedUser(db.pool);
   expect(await svc.accessToken(userOf(empty), 'graph')).toMatchObject({ ok: false, connectUri: LOGIN });
+  expect((await svc.list(userOf(empty)))[0]).toMatchObject({
+    name: 'graph',
+    connected: false,
+    connect_uri: LOGIN,
+  });
   expect(svc.connectUri('graph')).toBe(LOGIN);
 });
 
