@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from '../../lib/db.ts';
 import { ident } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
@@ -33,6 +33,7 @@ export const REFRESH_MARGIN_MS = 60_000;
 /** The client_id the issuance audit names for what the IdP itself does at an upstream (connect, refresh). */
 export const CONNECTIONS_AUDIT_CLIENT = 'platform-idp';
 const LOCK_CLASS = 1_347_636_180;
+const tokenHash = (v: string) => createHash('sha256').update(v, 'utf8').digest('base64');
 
 /** One line of a user's connections, as the user, the admin API and the console see it: never a token. */
 export interface ConnectionListing {
@@ -220,6 +221,13 @@ export function createConnections(o: {
       refreshToken = acc.rows[0]?.refresh_token ?? undefined;
       if (!refreshToken)
         return notConnected(c.name, `the user's sign-in holds no refresh token for ${c.name}; sign in again`);
+      const declined = await tx.query(
+        `SELECT 1 FROM platform.connection_declines
+          WHERE user_id = $1 AND connection = $2 AND account_token_hash = $3`,
+        [user.userId, c.name, tokenHash(refreshToken)],
+      );
+      if ((declined.rowCount ?? 0) > 0)
+        return notConnected(c.name, `${c.name} was disconnected; sign in again to connect it`);
       firstRedemption = true;
     }
     if (!refreshToken) {
@@ -259,6 +267,11 @@ export function createConnections(o: {
       ...((t.subject ?? stored?.subject) === undefined ? {} : { subject: t.subject ?? stored?.subject }),
     };
     await write(tx, user, c, next, firstRedemption ? 'connect' : 'refresh');
+    if (firstRedemption)
+      await tx.query('DELETE FROM platform.connection_declines WHERE user_id = $1 AND connection = $2', [
+        user.userId,
+        c.name,
+      ]);
     log.info(
       { connection: c.name, userId: user.userId },
       firstRedemption ? 'connection redeemed' : 'connection refreshed',
@@ -330,13 +343,25 @@ export function createConnections(o: {
       );
       const found = new Map(rows.map((r) => [r.connection, r]));
       // An entra connection not yet redeemed is connected when the user's sign-in left a refresh token to redeem.
-      let signedIn = false;
+      const signedIn = new Set<string>();
       if ([...byName.values()].some((c) => c.kind === 'entra' && !found.has(c.name))) {
-        const acc = await pool.query(
-          `SELECT 1 FROM ${accounts} WHERE "userId"::text = $1 AND provider = $2 AND refresh_token IS NOT NULL LIMIT 1`,
+        const acc = await pool.query<{ h: string }>(
+          `SELECT encode(sha256(convert_to(refresh_token, 'UTF8')), 'base64') AS h FROM ${accounts}
+            WHERE "userId"::text = $1 AND provider = $2 AND refresh_token IS NOT NULL ORDER BY id LIMIT 1`,
           [user.userId, config.authjs.subjectProvider],
         );
-        signedIn = (acc.rowCount ?? 0) > 0;
+        const declined = await pool.query<{ connection: string; account_token_hash: string }>(
+          'SELECT connection, account_token_hash FROM platform.connection_declines WHERE user_id = $1',
+          [user.userId],
+        );
+        const h = acc.rows[0]?.h;
+        if (h !== undefined)
+          for (const c of byName.values())
+            if (
+              c.kind === 'entra' &&
+              !declined.rows.some((d) => d.connection === c.name && d.account_token_hash === h)
+            )
+              signedIn.add(c.name);
       }
       return [...byName.values()].map((c) => {
         const r = found.get(c.name);
@@ -344,7 +369,7 @@ export function createConnections(o: {
           name: c.name,
           kind: c.kind,
           display_name: c.displayName,
-          connected: r !== undefined || (c.kind === 'entra' && signedIn),
+          connected: r !== undefined || signedIn.has(c.name),
           connected_at: r ? r.connected_at.toISOString() : null,
           upstream_subject: r?.upstream_subject ?? null,
           scopes: r?.scope ? r.scope.split(' ').filter(Boolean) : [],
@@ -361,13 +386,28 @@ export function createConnections(o: {
           'DELETE FROM platform.connection_grants WHERE user_id = $1 AND connection = $2 RETURNING sealed',
           [user.userId, name],
         );
-        if (rows.length === 0) return undefined;
+        let declined = 0;
+        if (c?.kind === 'entra') {
+          // The web sign-in's refresh token would connect it again at the next use: it is not redeemed again.
+          const d = await tx.query(
+            `INSERT INTO platform.connection_declines (user_id, connection, account_token_hash)
+             SELECT $1, $2, encode(sha256(convert_to(refresh_token, 'UTF8')), 'base64')
+               FROM ${accounts} WHERE "userId"::text = $1 AND provider = $3 AND refresh_token IS NOT NULL
+              ORDER BY id LIMIT 1
+             ON CONFLICT (user_id, connection)
+             DO UPDATE SET account_token_hash = EXCLUDED.account_token_hash, declined_at = now()
+              WHERE platform.connection_declines.account_token_hash <> EXCLUDED.account_token_hash`,
+            [user.userId, name, config.authjs.subjectProvider],
+          );
+          declined = d.rowCount ?? 0;
+        }
+        if (rows.length === 0 && declined === 0) return undefined;
         await audit(tx, user, name, 'disconnect', actor.clientId, {});
-        return open(user, name, rows[0]);
+        return rows[0] ? (open(user, name, rows[0]) ?? null) : null;
       });
       if (dropped === undefined) return { disconnected: false, revoked: false };
       let revoked = false;
-      if (c?.kind === 'oauth') {
+      if (c?.kind === 'oauth' && dropped !== null) {
         try {
           const { revocationEndpoint } = await resolve(c);
           if (revocationEndpoint) {

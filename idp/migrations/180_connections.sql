@@ -33,3 +33,13 @@ CREATE TABLE IF NOT EXISTS platform.connection_states (
   expires_at timestamptz NOT NULL
 );
 CREATE INDEX IF NOT EXISTS connection_states_expires_at ON platform.connection_states (expires_at);
+
+-- An `entra` connection the user (or an administrator) disconnected: the SHA-256 of the Auth.js refresh token
+-- the web sign-in held then, which is not redeemed again; the user's next sign-in leaves a new one.
+CREATE TABLE IF NOT EXISTS platform.connection_declines (
+  user_id text NOT NULL,
+  connection text NOT NULL,
+  account_token_hash text NOT NULL,
+  declined_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (user_id, connection)
+);

@@ -183,3 +183,31 @@ it('an upstream that cannot be reached: temporarily_unavailable (503), nothing s
   ]);
   expect(rowCount).toBe(0);
 });
+
+it('disconnecting an entra connection: the sign-in’s refresh token is not redeemed again until a new one comes', async () => {
+  const u = await seedUser(db.pool);
+  await db.pool.query(`UPDATE accounts SET refresh_token = 'entra-rt-d1' WHERE "userId" = $1`, [u.id]);
+  valid.add('entra-rt-d1');
+  expect(await svc.accessToken(userOf(u), 'graph')).toMatchObject({ ok: true });
+  expect(await svc.disconnect(userOf(u), 'graph', { clientId: 'test' })).toEqual({
+    disconnected: true,
+    revoked: false,
+  });
+  const asked = seen.length;
+  expect(await svc.accessToken(userOf(u), 'graph')).toMatchObject({
+    ok: false,
+    description: expect.stringContaining('disconnected'),
+    connectUri: LOGIN,
+  });
+  expect(seen.length).toBe(asked);
+  expect((await svc.list(userOf(u)))[0]).toMatchObject({ connected: false });
+  expect(await svc.disconnect(userOf(u), 'graph', { clientId: 'test' })).toEqual({
+    disconnected: false,
+    revoked: false,
+  });
+  // The user signs in again: the web application stores a new refresh token, which connects.
+  await db.pool.query(`UPDATE accounts SET refresh_token = 'entra-rt-d2' WHERE "userId" = $1`, [u.id]);
+  valid.add('entra-rt-d2');
+  expect((await svc.list(userOf(u)))[0]).toMatchObject({ connected: true });
+  expect(await svc.accessToken(userOf(u), 'graph')).toMatchObject({ ok: true });
+});
