@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { AdminApi, type Query } from './admin/api.ts';
 import { registerBlockCommands } from './admin/blocks.ts';
+import { registerConnectionCommands } from './admin/connections.ts';
 import { registerEntitlementCommands } from './admin/entitlements.ts';
 import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
 import { registerKeyCommands } from './admin/keys.ts';
@@ -65,6 +66,7 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
 
   registerEntitlementCommands({ command, act, io });
   registerBlockCommands({ command, act, io });
+  registerConnectionCommands({ command, act, io });
 
   command(
     'revoke-user',

@@ -90,6 +90,28 @@ export function registerClientCommands(program: Command, io: Io = processIo): vo
         ),
       ),
     );
+  const connections = program
+    .command('connections')
+    .description('your connections to systems behind the tools (list; `disconnect <name>`)')
+    .option('--json', 'print the IdP answer as JSON')
+    .option('--issuer <url>', 'the IdP (PLATFORM_ISSUER; default: the stored login’s issuer)')
+    .option('--token <token>', 'use this access token (PLATFORM_TOKEN)')
+    .action((flags: ClientFlags & { json?: boolean }) =>
+      run(io, async () =>
+        (await import('./connections.ts')).listConnections(loadClientConfig(processEnv(), flags), flags, io),
+      ),
+    );
+  connections
+    .command('disconnect')
+    .description('drop a connection and revoke it at the upstream')
+    .argument('<name>', 'the connection')
+    .option('--issuer <url>', 'the IdP (PLATFORM_ISSUER; default: the stored login’s issuer)')
+    .option('--token <token>', 'use this access token (PLATFORM_TOKEN)')
+    .action((name: string, flags: ClientFlags) =>
+      run(io, async () =>
+        (await import('./connections.ts')).disconnect(loadClientConfig(processEnv(), flags), name, io),
+      ),
+    );
 }
 
 /** A CliError is the user's to act on: one line and its exit code. Anything else is main.ts's to report. */

@@ -22,6 +22,7 @@ import { redisUrl } from '../lib/redis/config.ts';
 import { isServiceName } from '../lib/service-name.ts';
 import type { MetadataClient } from './cimd/metadata.ts';
 import { loadPinnedDocuments } from './cimd/pinned.ts';
+import { type ConnectionConfig, readConnectionsFile } from './connections/file.ts';
 
 export interface IdpConfig {
   port: number;
@@ -86,6 +87,8 @@ export interface IdpConfig {
    * JWT-strategy session cookie counts as a web session (session/authjs-jwt.ts). Empty: database sessions only.
    */
   authjsSecrets: readonly string[];
+  /** PLATFORM_CONNECTIONS_FILE (idp/connections): undefined when not set. */
+  connections: ConnectionsConfig | undefined;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -93,6 +96,18 @@ export interface IdpConfig {
     /** The `accounts.provider` whose providerAccountId is the user's `sub` (the Entra object id). */
     subjectProvider: string;
   };
+}
+
+export interface ConnectionsConfig {
+  /** The file, re-read on SIGHUP. */
+  file: string;
+  /** The file's connections as read at start-up. */
+  list: readonly ConnectionConfig[];
+  /**
+   * The secret the stored upstream grants are sealed under: PLATFORM_CONNECTIONS_KEY, else the key-rotation
+   * encryption key (PLATFORM_KEY_ENCRYPTION_KEY) under a label of its own.
+   */
+  sealingSecret: string;
 }
 
 export interface KeyRotationConfig {
@@ -208,6 +223,42 @@ export function parseTrustedProxies(list: readonly string[]): string[] {
       throw new ConfigError('PLATFORM_TRUSTED_PROXIES', `"${entry}" is not an IP address or CIDR block`);
   }
   return [...list];
+}
+
+/**
+ * PLATFORM_CONNECTIONS_FILE and PLATFORM_CONNECTIONS_KEY: the file is read now, so a malformed one stops
+ * start-up with one line naming the problem; the grants need a sealing key (docs/connections.md § Storage).
+ */
+function connectionsConfig(env: Env, rotation: KeyRotationConfig | undefined): ConnectionsConfig | undefined {
+  const file = optionalString(env, 'PLATFORM_CONNECTIONS_FILE');
+  const key = optionalSecret(env, 'PLATFORM_CONNECTIONS_KEY');
+  if (file === undefined) {
+    if (key !== undefined)
+      throw new ConfigError('PLATFORM_CONNECTIONS_KEY', 'is set but PLATFORM_CONNECTIONS_FILE is not');
+    return undefined;
+  }
+  if (key !== undefined) {
+    if (key.length < MIN_ENCRYPTION_KEY_LENGTH)
+      throw new ConfigError(
+        'PLATFORM_CONNECTIONS_KEY',
+        `is ${key.length} characters; use at least ${MIN_ENCRYPTION_KEY_LENGTH} random ones (openssl rand -base64 48)`,
+      );
+    if (new Set(key).size < 8)
+      throw new ConfigError('PLATFORM_CONNECTIONS_KEY', 'repeats too few characters to be a random secret');
+  }
+  const sealingSecret = key ?? rotation?.encryptionKey;
+  if (sealingSecret === undefined)
+    throw new ConfigError(
+      'PLATFORM_CONNECTIONS_KEY',
+      'is required with PLATFORM_CONNECTIONS_FILE (or PLATFORM_KEY_ROTATION=auto, whose encryption key then seals the grants)',
+    );
+  let list: ConnectionConfig[];
+  try {
+    list = readConnectionsFile(file);
+  } catch (err) {
+    throw new ConfigError('PLATFORM_CONNECTIONS_FILE', (err as Error).message);
+  }
+  return Object.freeze({ file, list: Object.freeze(list), sealingSecret });
 }
 
 /** Concurrent refresh: the default window, and the range an operator may set (the contract's floor is 30 s). */
@@ -341,6 +392,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     adminRequireDpop: oneOf(env, 'PLATFORM_ADMIN_REQUIRE_DPOP', ['on', 'off'] as const, 'off') === 'on',
     dpopNonce: oneOf(env, 'PLATFORM_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
     authjsSecrets: authjsSecrets(env),
+    connections: connectionsConfig(env, rotation),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),

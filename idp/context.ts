@@ -5,7 +5,7 @@ import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { SingleUseStore } from '../lib/single-use.ts';
 import type { ClientKeySets } from './client-auth/key-sets.ts';
 import type { IdpConfig } from './config.ts';
-import type { Connections } from './connections/types.ts';
+import type { ConnectionsService } from './connections/service.ts';
 import type { IdpDpop } from './dpop/index.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
 import type { EntityGrants } from './entity-grants/entity-grants.ts';
@@ -61,7 +61,7 @@ export interface IdpContext {
   /** DPoP proofs (RFC 9449): token endpoint, userinfo and admin API. */
   dpop: IdpDpop;
   /** PLATFORM_CONNECTIONS_FILE's connections (the exchange grant's `urn:platform:connection:<name>`); undefined: no file. */
-  connections?: Connections;
+  connections?: ConnectionsService;
   /** Key of the consent form's CSRF token, derived from the configured secret (the same on every replica). */
   csrfKey: Buffer;
 }

@@ -20,7 +20,11 @@ export async function main(env: Env): Promise<void> {
   const metrics = config.metricsPort === undefined ? undefined : createIdpMetrics();
   if (metrics) metricsServer = await serveMetrics(metrics.registry, config.metricsPort!, log);
   idp = await startIdp(config, { log, metrics });
-  // Re-reads the trusted issuers file; a bad one keeps the list in force (and SIGHUP no longer ends us).
+  // Re-reads the trusted issuers and connections files; a bad one keeps what is in force (and SIGHUP no longer
+  // ends us).
   const running = idp;
-  process.on('SIGHUP', () => void running.reloadTrustedIssuers());
+  process.on('SIGHUP', () => {
+    void running.reloadTrustedIssuers();
+    void running.reloadConnections();
+  });
 }

@@ -1,5 +1,12 @@
 import { adminApi } from './admin/router.ts';
 import type { IdpConfig, RateLimitedEndpoint } from './config.ts';
+import {
+  CONNECTIONS_MOUNT,
+  CONNECTIONS_PATH,
+  connectionPages,
+  disconnectOwn,
+  listOwnConnections,
+} from './connections/routes.ts';
 import { consoleMount } from './console/console.ts';
 import { consoleRoutes } from './console/routes.ts';
 import type { Endpoint } from './context.ts';
@@ -18,11 +25,12 @@ export type RouteTable = ReadonlyMap<string, Readonly<Record<string, Endpoint>>>
 
 /**
  * A path ending in `/` in the table mounts a sub-router for everything below it: the admin API, and the
- * console (everything else under /admin/, and /admin itself). The longer mount is tried first.
+ * console (everything else under /admin/, and /admin itself), and the connections (connect pages, disconnect). The
+ * longer mount is tried first.
  */
 const ADMIN_MOUNT = '/admin/api/';
 const CONSOLE_MOUNT = '/admin/';
-const MOUNTS = [ADMIN_MOUNT, CONSOLE_MOUNT];
+const MOUNTS = [ADMIN_MOUNT, CONSOLE_MOUNT, CONNECTIONS_MOUNT];
 const ANY_METHOD = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
 const health: Endpoint = async (_ctx, { res }) => {
@@ -56,6 +64,8 @@ export function routes(config: IdpConfig): RouteTable {
     ['/oauth/device_authorization', { POST: limited('device', deviceAuthorization) }],
     ['/oauth/device', { GET: deviceVerification, POST: deviceDecision }],
     ['/health', { GET: health }],
+    [CONNECTIONS_PATH, { GET: listOwnConnections }],
+    [CONNECTIONS_MOUNT, { GET: connectionPages, DELETE: disconnectOwn }],
     [ADMIN_MOUNT, admin],
     ['/admin', consolePages],
     [CONSOLE_MOUNT, consolePages],

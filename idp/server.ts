@@ -14,6 +14,7 @@ import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
 import type { IdpConfig } from './config.ts';
+import { createConnections } from './connections/service.ts';
 import type { IdpContext } from './context.ts';
 import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
@@ -45,6 +46,8 @@ export interface RunningIdp {
   close(opts?: { lingerMs?: number }): Promise<void>;
   /** SIGHUP: re-reads PLATFORM_TRUSTED_ISSUERS_FILE (a bad file keeps the list in force). False when unchanged. */
   reloadTrustedIssuers(): Promise<boolean>;
+  /** SIGHUP: re-reads PLATFORM_CONNECTIONS_FILE (a bad file keeps the connections in force). False when unchanged. */
+  reloadConnections(): Promise<boolean>;
 }
 
 export interface IdpDeps {
@@ -189,6 +192,9 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       metrics: deps.metrics,
       trustedIssuers,
+      connections: config.connections
+        ? createConnections({ pool, config, log: log.child({ component: 'connections' }) })
+        : undefined,
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
@@ -249,6 +255,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       port: addr.port,
       url: `http://127.0.0.1:${addr.port}`,
       reloadTrustedIssuers: async () => (await trustedIssuers?.reload()) ?? false,
+      reloadConnections: async () => (await ctx.connections?.reload()) ?? false,
       async close(opts = {}) {
         stopPurge();
         restorer?.stop();

@@ -1,5 +1,6 @@
 import { auditExport, auditPage, auditPerHourRoute } from './audit.ts';
 import { blockRoute, listBlocksRoute, unblockRoute } from './blocks.ts';
+import { disconnectRoute, listConnectionsRoute } from './connections.ts';
 import { grantRoute, listEntitlementsRoute, ungrantRoute } from './entitlements.ts';
 import { addMachineClientRoute, listMachineClientsRoute, revokeClientRoute } from './machine-clients.ts';
 import { clientsRoute, keysRoute, rotateKeysRoute } from './registry.ts';
@@ -50,4 +51,11 @@ export const adminRoutes: readonly AdminRoute[] = [
   { method: 'GET', path: '/admin/api/entitlements', action: 'entitlements', handler: listEntitlementsRoute },
   { method: 'POST', path: '/admin/api/entitlements', action: 'grant', handler: grantRoute },
   { method: 'DELETE', path: '/admin/api/entitlements', action: 'ungrant', handler: ungrantRoute },
+  {
+    method: 'GET',
+    path: '/admin/api/connections',
+    action: 'read-connections',
+    handler: listConnectionsRoute,
+  },
+  { method: 'POST', path: '/admin/api/disconnect', action: 'disconnect', handler: disconnectRoute },
 ];

@@ -284,6 +284,31 @@ ${entityTable}
       )}</tbody></table>`
     : html`<p class="muted">No consents.</p>`;
 
+  // Connections (docs/connections.md): listed and disconnected, never a token.
+  let connections = html``;
+  if (r.ctx.connections) {
+    const conn = await r.api<{
+      connections: Array<{
+        name: string;
+        display_name: string;
+        connected: boolean;
+        connected_at: string | null;
+        upstream_subject: string | null;
+        scopes: string[];
+        expires_at: string | null;
+      }>;
+    }>('GET', '/admin/api/connections', { query: { email: user.email } });
+    const rows = conn.connections.map(
+      (c) => html`<tr><td><strong>${c.display_name}</strong><br><span class="mono muted">${c.name}</span></td>
+<td>${c.connected ? html`<span class="badge ok">connected</span>` : html`<span class="badge">not connected</span>`}</td><td class="mono">${c.upstream_subject ?? '—'}</td><td class="small mono">${c.scopes.join(' ') || '—'}</td>
+<td class="nowrap mono">${when(c.connected_at)}</td><td class="nowrap mono">${when(c.expires_at)}</td>
+<td class="num">${c.connected ? form('connections/disconnect', html`<input type="hidden" name="connection" value="${c.name}">`, html`<button type="submit" class="danger">Disconnect</button>`) : html``}</td></tr>`,
+    );
+    connections = html`<section class="card"><h2>Connections</h2>
+<p class="muted small">The user's own access to systems behind the tools. Disconnecting drops the stored grant and revokes it at the upstream when it can.</p>
+<table><thead><tr><th>Connection</th><th>State</th><th>Upstream subject</th><th>Scopes</th><th class="nowrap">Connected (UTC)</th><th class="nowrap">Expires (UTC)</th><th class="num">Action</th></tr></thead><tbody>${rows}</tbody></table></section>`;
+  }
+
   show(
     r,
     user.email,
@@ -297,7 +322,8 @@ ${user.blocked ? html`<p><span class="badge">blocked</span> by ${user.blocked.bl
 <section class="card"><h2>Entitlements</h2>${entitlements}</section>
 <section class="card"><h2>Entity grants</h2>${entities}</section>
 <section class="card"><h2>Active sign-ins</h2>${signIns}</section>
-<section class="card"><h2>Consents</h2>${consents}</section>`,
+<section class="card"><h2>Consents</h2>${consents}</section>
+${connections}`,
   );
 };
 

@@ -4,6 +4,7 @@ import { addMachineClientAction, machineClientsView, revokeMachineClientAction }
 import { auditExportView, auditView, clientsView, homeView, usersView, userView } from './pages.ts';
 import {
   blockAction,
+  disconnectAction,
   entitlementAction,
   entityGrantAction,
   revokeAllAction,
@@ -31,6 +32,7 @@ export const consoleRoutes: readonly ConsoleRoute[] = [
   { method: 'POST', path: '/admin/users/:email/entity-ungrant', handler: entityGrantAction('ungrant') },
   { method: 'POST', path: '/admin/users/:email/sign-ins/:id/revoke', handler: revokeSignInAction },
   { method: 'POST', path: '/admin/users/:email/consents/withdraw', handler: withdrawConsentAction },
+  { method: 'POST', path: '/admin/users/:email/connections/disconnect', handler: disconnectAction },
   { method: 'GET', path: '/admin/clients', handler: clientsView },
   { method: 'GET', path: '/admin/machine-clients', handler: machineClientsView },
   { method: 'POST', path: '/admin/machine-clients/add', handler: addMachineClientAction },

@@ -91,3 +91,15 @@ export function entityGrantAction(kind: 'grant' | 'ungrant'): ConsoleHandler {
         : `${to} had no grant of ${permission} on ${entity}.`;
     });
 }
+
+/** POST /admin/users/:email/connections/disconnect (connection) → POST disconnect. */
+export const disconnectAction: ConsoleHandler = (r) =>
+  act(r, userPath(r.params.email ?? ''), async () => {
+    const connection = r.form.get('connection') ?? '';
+    const out = await r.api<{ disconnected: boolean; revoked: boolean }>('POST', '/admin/api/disconnect', {
+      body: { email: r.params.email, connection },
+    });
+    return out.disconnected
+      ? `Disconnected ${connection}${out.revoked ? ' and revoked it at the upstream' : ''}.`
+      : `${r.params.email} had not connected ${connection}.`;
+  });

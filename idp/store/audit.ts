@@ -21,7 +21,7 @@ export interface AuditItem {
   expires_at: string | null;
   /** admin: what was acted on (a jti, an email, a sign-in id, …); refused: the OAuth error answered. */
   target: string | null;
-  /** admin: the answer given; refused: {"source", "reason"}; issued for an assertion: {"assertion_issuer"}. */
+  /** admin: the answer given; refused: {"source", "reason"}; issued for an assertion: {"assertion_issuer"}; a connection's row: {"connection"}. */
   detail: Record<string, unknown> | null;
   request_id: string | null;
 }
@@ -88,7 +88,8 @@ export const AUDIT_QUERY = `
     UNION ALL
     (SELECT 'i', id, issued_at, 'issued', email, subject, client_id, grant_type, jti::text, scope, expires_at,
             NULL, CASE WHEN assertion_issuer IS NOT NULL
-                       THEN jsonb_build_object('assertion_issuer', assertion_issuer) END, NULL
+                       THEN jsonb_build_object('assertion_issuer', assertion_issuer)
+                       WHEN connection IS NOT NULL THEN jsonb_build_object('connection', connection) END, NULL
        FROM platform.issuance_audit
       WHERE ($1::text IS NULL OR email = $1)
         AND ($2::text IS NULL OR client_id = $2)

@@ -37,6 +37,8 @@ export async function purgeExpiredCodes(pool: Pool): Promise<Purged> {
   );
   // A used client-assertion jti is only needed until its assertion expires (it cannot be replayed after).
   await pool.query('DELETE FROM platform.client_assertion_jtis WHERE expires_at < now()');
+  // A connect flow's state is never taken after it expires (docs/connections.md): the row only takes space.
+  await pool.query('DELETE FROM platform.connection_states WHERE expires_at < now()');
   return {
     codes: codes.rowCount ?? 0,
     deviceCodes: device.rowCount ?? 0,
