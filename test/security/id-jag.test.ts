@@ -342,7 +342,12 @@ describe('enterprise-managed authorization (ID-JAG)', () => {
   });
 
   it('a public client, and no client at all, get invalid_client; a machine client unauthorized_client', async () => {
-    const pub = await r.register({ client_name: 'public', redirect_uris: ['http://127.0.0.1/cb'] });
+    // Registered for the grant (as Claude.ai registers), but public: an ID-JAG needs client authentication.
+    const pub = await r.register({
+      client_name: 'public',
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code', 'refresh_token', GRANT],
+    });
     const grant = await ent.sign({
       email: alice.email,
       aud: r.issuer,
