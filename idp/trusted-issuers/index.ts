@@ -132,6 +132,10 @@ async function fetchKeySet(url: URL): Promise<JWTVerifyGetKey> {
     await res.body?.cancel();
     throw new Error(`HTTP ${res.status}`);
   }
+  if (Number(res.headers.get('content-length')) > KEY_SET_MAX_BYTES) {
+    await res.body?.cancel();
+    throw new Error(`larger than ${KEY_SET_MAX_BYTES} bytes`);
+  }
   const text = await res.text();
   if (text.length > KEY_SET_MAX_BYTES) throw new Error(`larger than ${KEY_SET_MAX_BYTES} bytes`);
   try {

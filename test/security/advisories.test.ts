@@ -50,6 +50,19 @@ beforeAll(async () => {
   );
   r = await startReplayStack({
     allowedRedirectUris: [APP_CB],
+    // Client ID Metadata Documents on the stack's https server: one with a look-alike loopback redirect URI.
+    documents: (origin) => ({
+      '/lookalike.json': {
+        client_id: `${origin}/lookalike.json`,
+        redirect_uris: ['http://localhost.evil.example/cb'],
+        token_endpoint_auth_method: 'none',
+      },
+      '/loopback.json': {
+        client_id: `${origin}/loopback.json`,
+        redirect_uris: [LOOP],
+        token_endpoint_auth_method: 'none',
+      },
+    }),
     idpEnv: { PLATFORM_ADMIN_EMAILS: ADMIN, PLATFORM_TRUSTED_ISSUERS_FILE: issuersFile },
   });
   const admin = await seedUser(r.stack.db.pool, { email: ADMIN });
@@ -115,7 +128,7 @@ const redeem = (
   );
 
 /** An authorize request that must be answered on an IdP page (400), never redirected anywhere. */
-async function expectNoRedirect(params: Record<string, string>): Promise<void> {
+async function expectNoRedirect(params: Record<string, string>): Promise<string> {
   const a = await r.authorize({
     response_type: 'code',
     code_challenge: pkcePair().challenge,
@@ -128,6 +141,7 @@ async function expectNoRedirect(params: Record<string, string>): Promise<void> {
     status: 400,
     location: undefined,
   });
+  return a.body;
 }
 
 const errorOf = (a: { status: number; json: Record<string, unknown> }) => `${a.status} ${a.json.error}`;
@@ -374,6 +388,15 @@ describe('redirect URIs', () => {
     // Control.
     for (const uri of ['http://localhost:8080/cb', 'http://127.0.0.1/cb', 'http://[::1]:9000/cb'])
       expect(await registerStatus([uri]), uri).toBe('201');
+    // The same through a Client ID Metadata Document: the look-alike document is refused on an IdP page; a
+    // document with a real loopback URI signs in.
+    const page = await expectNoRedirect({
+      client_id: `${r.docsOrigin}/lookalike.json`,
+      redirect_uri: 'http://localhost.evil.example/cb',
+    });
+    expect(page).toContain('is neither loopback nor on');
+    const doc = await codeFor(`${r.docsOrigin}/loopback.json`);
+    expect((await redeem(doc, `${r.docsOrigin}/loopback.json`)).status).toBe(200);
   });
 
   // CVE-2026-7504 (Keycloak, keycloak/keycloak#49109) and zitadel/zitadel#12559: several `@`, or `%25@`, in the
