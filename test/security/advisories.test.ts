@@ -280,7 +280,10 @@ describe('codes, grants and single-use stores', () => {
     const pending = await startDevice(r.issuer, { scope: 'openid mcp:platform' });
     expect((await adminApi('/admin/api/block', { email: bob.email })).status).toBe(200);
     await skipPollInterval(r.stack.db.pool, approved.device_code);
-    expect(errorOf(await pollDevice(r.issuer, approved.device_code))).toBe('400 invalid_grant');
+    // Revoked by the block (invalid_grant), or refused as the user's (access_denied): no token either way.
+    expect(['400 invalid_grant', '400 access_denied']).toContain(
+      errorOf(await pollDevice(r.issuer, approved.device_code)),
+    );
     // The pending one: the blocked user cannot approve it, and it yields nothing.
     const page = await openDevicePage(r.issuer, pending.verification_uri_complete, bob.sessionToken);
     expect(page.body).toContain('blocked');
