@@ -192,12 +192,13 @@ async function theUser(ctx: IdpContext, grant: VerifiedGrant): Promise<SessionUs
   // subject_provider: the grant's `sub` is the user's own account at this issuer (the web application's Auth.js
   // accounts row of that provider), not merely someone the issuer says has this email.
   if (grant.subjectProvider !== undefined) {
-    const { rowCount } = await ctx.pool.query(
-      `SELECT 1 FROM ${ident(ctx.config.authjs.accountsTable)}
-        WHERE "userId"::text = $1 AND provider = $2 AND "providerAccountId" = $3 LIMIT 1`,
-      [user.userId, grant.subjectProvider, grant.subject],
+    // By (provider, providerAccountId): Auth.js's unique key, so its index answers.
+    const { rows } = await ctx.pool.query<{ user_id: string }>(
+      `SELECT "userId"::text AS user_id FROM ${ident(ctx.config.authjs.accountsTable)}
+        WHERE provider = $1 AND "providerAccountId" = $2`,
+      [grant.subjectProvider, grant.subject],
     );
-    if (rowCount === 0)
+    if (!rows.some((r) => r.user_id === user.userId))
       throw new InvalidGrantError(
         `the ID-JAG's sub is not the user's ${grant.subjectProvider} account (subject_provider)`,
       );
