@@ -169,7 +169,10 @@ function keyRotation(env: Env): KeyRotationConfig | undefined {
   return Object.freeze({ encryptionKey, lifetimeSeconds, publishAheadSeconds });
 }
 
-/** `cimd` and `cimd_host` count Client ID Metadata Document fetches, per client address and per document host. */
+/**
+ * `cimd` and `cimd_host` count every outbound fetch a request causes (idp/outbound: Client ID Metadata Documents,
+ * jwks_uri, trusted issuers' key sets, upstream metadata), per client address and per fetched host.
+ */
 export type RateLimitedEndpoint = 'register' | 'token' | 'revoke' | 'device' | 'cimd' | 'cimd_host';
 export type RateLimits = Readonly<Record<RateLimitedEndpoint, { points: number; seconds: number }>>;
 

@@ -11,6 +11,7 @@ import type { Entitlements } from './entitlements/entitlements.ts';
 import type { EntityGrants } from './entity-grants/entity-grants.ts';
 import type { KeyRing } from './keys/ring.ts';
 import type { IdpMetrics } from './metrics.ts';
+import type { OutboundBudget } from './outbound/index.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { RevocationService } from './revocation.ts';
 import type { AdminAuditStore } from './store/admin-audit.ts';
@@ -32,6 +33,8 @@ export interface IdpContext {
   clients: ClientStore;
   /** private_key_jwt key sets (a client's jwks, or its jwks_uri fetched and cached). */
   clientKeys: ClientKeySets;
+  /** The one outbound-fetch budget (idp/outbound): every fetch a request causes goes through it. */
+  outbound: OutboundBudget;
   codes: CodeStore;
   consents: ConsentStore;
   deviceCodes: DeviceCodeStore;

@@ -13,8 +13,9 @@ import { OAuthError } from './errors.ts';
 export const RATE_LIMIT_PREFIX = 'platform:ratelimit';
 
 const REFUSALS: Partial<Record<RateLimitedEndpoint, string>> = {
-  cimd: 'too many client metadata documents were fetched for this address; retry later',
-  cimd_host: 'too many client metadata documents were fetched from this host; retry later',
+  // Every outbound fetch counts here (idp/outbound): metadata documents, jwks_uri, trusted issuers' key sets.
+  cimd: 'too many client metadata documents or key sets were fetched for this address; retry later',
+  cimd_host: 'too many client metadata documents or key sets were fetched from this host; retry later',
 };
 
 /** 429 with Retry-After (whole seconds, at least 1). */

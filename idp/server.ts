@@ -23,6 +23,7 @@ import { createEntityGrants } from './entity-grants/entity-grants.ts';
 import { deriveKey } from './keys/crypto.ts';
 import { createKeyRing, type KeyRing } from './keys/index.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
+import { createOutboundBudget } from './outbound/index.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
@@ -90,10 +91,13 @@ async function replayRevocations(revocation: RevocationService, log: Logger): Pr
 
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
   const { log } = deps;
+  // One outbound-fetch budget for every fetch a request causes (idp/outbound): metadata documents, jwks_uri,
+  // trusted issuers' key sets, upstream metadata.
+  const outbound = createOutboundBudget();
   const trustedIssuers =
     config.trustedIssuersFile === undefined
       ? undefined
-      : await TrustedIssuers.load(config.trustedIssuersFile, log).catch((err: Error) => {
+      : await TrustedIssuers.load(config.trustedIssuersFile, log, outbound).catch((err: Error) => {
           throw new ConfigError('PLATFORM_TRUSTED_ISSUERS_FILE', err.message);
         });
   const pool = createPool(config.databaseUrl, log, { max: 20, applicationName: 'platform-idp' });
@@ -120,12 +124,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     allowedHosts: config.cimd.allowedHosts,
     ca: config.cimd.ca,
     pinned: config.cimd.pinned,
+    budget: outbound,
     onFetched: (c) => log.info({ clientId: c.clientId, host: c.host }, 'client metadata document fetched'),
     onHostRefused: (host, detail) => log.warn({ host, detail }, 'client metadata document host refused'),
   });
   const clientKeys = createClientKeySets({
     allowedHosts: config.cimd.allowedHosts,
     ca: config.cimd.ca,
+    budget: outbound,
     onHostRefused: (host, detail) => log.warn({ host, detail }, 'client jwks_uri host refused'),
   });
   const publisher = revocations;
@@ -176,6 +182,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       keyRing,
       clients: createClientStore(pool, metadataClients),
       clientKeys,
+      outbound,
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
       deviceCodes: createDeviceCodeStore(pool),

@@ -1,25 +1,11 @@
-import type { IncomingMessage } from 'node:http';
-import type { RateLimiter } from '../rate-limit.ts';
+import { createOutboundBudget, type FetchGate, type OutboundBudget } from '../outbound/index.ts';
 import { cacheSeconds, createMetadataFetcher, type FetchPolicy } from './fetch.ts';
 import { type MetadataClient, parseClientIdUrl, validateMetadata } from './metadata.ts';
 
+export { countedFetches, type FetchGate } from '../outbound/index.ts';
 export { isMetadataClientId, type MetadataClient, parseClientIdUrl } from './metadata.ts';
 
 const MAX_ENTRIES = 1000;
-
-/**
- * Called before each network fetch of a document (not for a cache hit or a fetch already in flight); throwing
- * refuses the fetch. The endpoints count it against the rate limits (rate-limit.ts, `cimd` and `cimd_host`).
- */
-export type FetchGate = (url: URL) => Promise<void>;
-
-/** The gate the endpoints use: one fetch counted for the request's client address, then for the document's host. */
-export function countedFetches(limiter: RateLimiter, req: IncomingMessage): FetchGate {
-  return async (url) => {
-    await limiter.consume('cimd', req);
-    await limiter.consumeKey('cimd_host', url.host);
-  };
-}
 
 export interface MetadataClients {
   /** The validated client a metadata-document client_id names; `invalid_client` on any failure. */
@@ -31,8 +17,9 @@ export interface MetadataClients {
 
 /**
  * Metadata-document clients: fetched on first use, validated, cached per Cache-Control (≤ 24 h, bounded in
- * number), one fetch at a time per URL. Failures are not cached: the next request tries again. Nothing here is
- * lasting: the cache is the only record of a document until a user approves its client (store/clients.ts).
+ * number), within the outbound-fetch budget (idp/outbound: counted per address and host, one fetch at a time per
+ * URL, a failed or uncacheable document not fetched again within the cool-down). Nothing here is lasting: the
+ * cache is the only record of a document until a user approves its client (store/clients.ts).
  */
 export function createMetadataClients(
   policy: FetchPolicy & {
@@ -41,14 +28,16 @@ export function createMetadataClients(
     onFetched?: (client: MetadataClient) => void;
     /** PLATFORM_CIMD_PINNED_DIR's documents (cimd/pinned.ts): served as they are, never fetched. */
     pinned?: ReadonlyMap<string, MetadataClient>;
+    /** The IdP's one outbound-fetch budget (shared with the key sets); absent: one of its own. */
+    budget?: OutboundBudget;
   },
 ): MetadataClients {
   const fetcher = createMetadataFetcher(policy);
   const now = policy.now ?? Date.now;
+  const budget = policy.budget ?? createOutboundBudget({ now });
   const cache = new Map<string, { client: MetadataClient; until: number }>();
-  const inFlight = new Map<string, Promise<MetadataClient>>();
 
-  async function load(url: URL): Promise<MetadataClient> {
+  async function load(url: URL): Promise<{ value: MetadataClient; cacheSeconds: number }> {
     const { body, cacheControl } = await fetcher.fetch(url);
     const client = validateMetadata(url, body);
     policy.onFetched?.(client);
@@ -58,7 +47,7 @@ export function createMetadataClients(
       if (cache.size >= MAX_ENTRIES) cache.delete(cache.keys().next().value!);
       cache.set(url.href, { client, until: now() + ttl * 1000 });
     }
-    return client;
+    return { value: client, cacheSeconds: ttl };
   }
 
   function cached(url: URL): MetadataClient | undefined {
@@ -73,19 +62,7 @@ export function createMetadataClients(
   return {
     async get(clientId, beforeFetch) {
       const url = parseClientIdUrl(clientId);
-      const hit = cached(url);
-      if (hit) return hit;
-      let p = inFlight.get(url.href);
-      if (!p) {
-        await beforeFetch(url);
-        // Checked again: another request may have started the same fetch while the gate was counting.
-        p = inFlight.get(url.href);
-        if (!p) {
-          p = load(url).finally(() => inFlight.delete(url.href));
-          inFlight.set(url.href, p);
-        }
-      }
-      return p;
+      return cached(url) ?? budget.fetch(url, beforeFetch, load);
     },
     cached: (clientId) => cached(parseClientIdUrl(clientId)),
     close: () => fetcher.close(),

@@ -124,7 +124,10 @@ async function verifyAssertion(
   client: Client,
   assertion: string,
 ): Promise<void> {
-  const keys = await ctx.clientKeys.keysFor({ jwks: client.jwks, jwksUri: client.jwksUri });
+  const keys = await ctx.clientKeys.keysFor(
+    { jwks: client.jwks, jwksUri: client.jwksUri },
+    countedFetches(ctx.rateLimiter, x.req),
+  );
   const issuer = ctx.config.issuer;
   let payload: { jti?: unknown; exp?: number };
   try {

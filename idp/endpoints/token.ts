@@ -1,6 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { PoolClient } from '../../lib/db.ts';
 import { readForm, sendJson } from '../../lib/http.ts';
+import { checkRegisteredGrant } from '../client-auth/grant-types.ts';
 import { authenticateClient } from '../client-auth/index.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
@@ -65,6 +66,7 @@ export const token: Endpoint = async (ctx, x) => {
   const grantType = form.get('grant_type');
   // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
   const client = await authenticateClient(ctx, x, form);
+  checkRegisteredGrant(client, grantType);
   // jwt-bearer (trusted issuers configured): an ID-JAG (from an `id-jag` issuer) redeemed by the authenticated
   // client that is not a machine client, or a workload assertion, which names its machine client itself.
   const assertion = grantType === JWT_BEARER_GRANT && ctx.trustedIssuers !== undefined;
@@ -75,7 +77,7 @@ export const token: Endpoint = async (ctx, x) => {
       : new InvalidClientError(
           'an ID-JAG is redeemed by an authenticated client: client authentication is missing',
         );
-  const workload = assertion && !idJag ? await workloadClient(ctx, form) : undefined;
+  const workload = assertion && !idJag ? await workloadClient(ctx, form, x.req) : undefined;
   if (workload && client && client.clientId !== workload.clientId)
     throw new InvalidGrantError('the assertion stands for another machine client');
   const clientId = client?.clientId ?? workload?.clientId;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { decodeJwt, errors as joseErrors, jwtVerify } from 'jose';
+import { ident } from '../../lib/db.ts';
 import { ASSERTION_ALGS } from '../client-auth/index.ts';
 import type { Exchange, IdpContext } from '../context.ts';
 import { resourceService } from '../endpoints/resource.ts';
@@ -9,10 +10,12 @@ import {
   InvalidRequestError,
   InvalidScopeError,
   InvalidTargetError,
+  OAuthError,
   TemporarilyUnavailableError,
   UnauthorizedClientError,
 } from '../errors.ts';
 import { JWT_BEARER_GRANT } from '../machine-clients/workload.ts';
+import { countedFetches, type FetchGate } from '../outbound/index.ts';
 import { knownScopes, parseScope, serviceScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import { ACCESS_TTL_SECONDS } from '../store/refresh-tokens.ts';
@@ -58,6 +61,10 @@ export function assertionIssuer(
 interface VerifiedGrant {
   issuer: string;
   email: string;
+  /** The grant's `sub`: the user at the issuer. */
+  subject: string;
+  /** The issuer's `subject_provider`: `subject` must be the user's account under it. */
+  subjectProvider?: string;
   /** The services the grant's `resource` names. */
   services: string[];
   /** The grant's `mcp:` scopes for those services (all of them when it carries no `scope`). */
@@ -69,12 +76,13 @@ async function verifyGrant(
   ctx: IdpContext,
   form: ReadonlyMap<string, string>,
   client: Client,
+  gate: FetchGate,
 ): Promise<VerifiedGrant> {
   const { assertion, trusted } = trustedAssertion(ctx.trustedIssuers, form, 'id-jag');
   const issuer = ctx.config.issuer;
   let payload: Record<string, unknown>;
   try {
-    ({ payload } = await jwtVerify(assertion, ctx.trustedIssuers!.keys(trusted), {
+    ({ payload } = await jwtVerify(assertion, ctx.trustedIssuers!.keys(trusted, gate), {
       issuer: trusted.issuer,
       // Our issuer identifier, as clients and enterprise IdPs write it with or without a trailing slash.
       audience: [issuer, `${issuer}/`],
@@ -85,6 +93,7 @@ async function verifyGrant(
       maxTokenAge: MAX_LIFETIME_SECONDS,
     }));
   } catch (err) {
+    if (err instanceof OAuthError) throw err;
     const why = err instanceof joseErrors.JOSEError ? err.message : 'the assertion could not be verified';
     throw new InvalidGrantError(`the ID-JAG is invalid: ${why}`);
   }
@@ -130,6 +139,10 @@ async function verifyGrant(
   const emailClaim = payload[trusted.emailClaim];
   if (typeof emailClaim !== 'string' || emailClaim.trim() === '' || emailClaim.length > 320)
     throw new InvalidGrantError(`the ID-JAG carries no ${trusted.emailClaim} claim`);
+  // The issuer names only its own users: an email domain it lists, or one no other issuer lists (docs/idp.md).
+  const email = emailClaim.trim().toLowerCase();
+  if (!ctx.trustedIssuers!.mayName(trusted, email.slice(email.lastIndexOf('@') + 1)))
+    throw new InvalidGrantError(`the ID-JAG names a user outside the email domains of ${trusted.issuer}`);
 
   // Single use on every replica, for as long as the grant could be accepted; checked once the grant is known
   // to be this client's, so another client's attempt does not burn it.
@@ -143,7 +156,14 @@ async function verifyGrant(
     throw new TemporarilyUnavailableError('assertions cannot be checked right now; retry shortly');
   }
   if (!first) throw new InvalidGrantError('the ID-JAG was already used (jti)');
-  return { issuer: trusted.issuer, email: emailClaim.trim().toLowerCase(), services, scopes };
+  return {
+    issuer: trusted.issuer,
+    email,
+    subject: String(payload.sub),
+    subjectProvider: trusted.subjectProvider,
+    services,
+    scopes,
+  };
 }
 
 /** The scope asked for, within the grant's: unknown scopes dropped; asked, and none granted: invalid_scope. */
@@ -162,13 +182,28 @@ function grantedScope(
   return kept;
 }
 
-async function theUser(ctx: IdpContext, email: string): Promise<SessionUser> {
-  const users = await ctx.sessions.findUsersByEmail(email);
+async function theUser(ctx: IdpContext, grant: VerifiedGrant): Promise<SessionUser> {
+  const users = await ctx.sessions.findUsersByEmail(grant.email);
   if (users.length === 0)
     throw new InvalidGrantError('no user of this platform has the email the ID-JAG names');
   if (users.length > 1)
     throw new InvalidGrantError('the email the ID-JAG names belongs to more than one user');
-  return users[0]!;
+  const user = users[0]!;
+  // subject_provider: the grant's `sub` is the user's own account at this issuer (the web application's Auth.js
+  // accounts row of that provider), not merely someone the issuer says has this email.
+  if (grant.subjectProvider !== undefined) {
+    // By (provider, providerAccountId): Auth.js's unique key, so its index answers.
+    const { rows } = await ctx.pool.query<{ user_id: string }>(
+      `SELECT "userId"::text AS user_id FROM ${ident(ctx.config.authjs.accountsTable)}
+        WHERE provider = $1 AND "providerAccountId" = $2`,
+      [grant.subjectProvider, grant.subject],
+    );
+    if (!rows.some((r) => r.user_id === user.userId))
+      throw new InvalidGrantError(
+        `the ID-JAG's sub is not the user's ${grant.subjectProvider} account (subject_provider)`,
+      );
+  }
+  return user;
 }
 
 /**
@@ -189,9 +224,9 @@ export async function idJagGrant(
     );
   if (form.has('refresh_token') || form.has('code'))
     throw new InvalidRequestError('the jwt-bearer grant takes no code or refresh_token');
-  const grant = await verifyGrant(ctx, form, client);
+  const grant = await verifyGrant(ctx, form, client, countedFetches(ctx.rateLimiter, x.req));
   const wanted = grantedScope(ctx, form, grant.scopes);
-  const user = await theUser(ctx, grant.email);
+  const user = await theUser(ctx, grant);
   const issued = await inTransaction(ctx.pool, async (tx) => {
     const { rows } = await tx.query<{ blocked: boolean; iat: string }>(
       `SELECT ${userLockShared('$1::text')}, ${isBlockedSql('$1::text')} AS blocked, ${IAT_SQL} AS iat`,

@@ -1,7 +1,9 @@
+import type { IncomingMessage } from 'node:http';
 import { errors as joseErrors, jwtVerify } from 'jose';
 import { ASSERTION_ALGS } from '../client-auth/index.ts';
 import type { IdpContext } from '../context.ts';
-import { InvalidGrantError } from '../errors.ts';
+import { InvalidGrantError, OAuthError } from '../errors.ts';
+import { countedFetches } from '../outbound/index.ts';
 import { trustedAssertion } from '../trusted-issuers/index.ts';
 
 // Workload assertions (RFC 7523 §2.1, grant_type jwt-bearer): a CI provider's or Kubernetes' OIDC token, from a
@@ -17,12 +19,15 @@ const CLOCK_TOLERANCE_SECONDS = 30;
 export async function workloadClient(
   ctx: IdpContext,
   form: ReadonlyMap<string, string>,
+  req: IncomingMessage,
 ): Promise<{ clientId: string; issuer: string }> {
   const { assertion, trusted } = trustedAssertion(ctx.trustedIssuers, form, 'workload');
+  // A key-set fetch this needs is counted for the request's address and the key set's host (idp/outbound).
+  const gate = countedFetches(ctx.rateLimiter, req);
   const issuer = ctx.config.issuer;
   let payload: { sub?: string; jti?: unknown; exp?: number };
   try {
-    ({ payload } = await jwtVerify(assertion, ctx.trustedIssuers!.keys(trusted), {
+    ({ payload } = await jwtVerify(assertion, ctx.trustedIssuers!.keys(trusted, gate), {
       issuer: trusted.issuer,
       audience: [issuer, `${issuer}/oauth/token`],
       algorithms: ASSERTION_ALGS,
@@ -30,6 +35,7 @@ export async function workloadClient(
       clockTolerance: CLOCK_TOLERANCE_SECONDS,
     }));
   } catch (err) {
+    if (err instanceof OAuthError) throw err;
     const why = err instanceof joseErrors.JOSEError ? err.message : 'the assertion could not be verified';
     throw new InvalidGrantError(`assertion is invalid: ${why}`);
   }

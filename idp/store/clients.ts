@@ -26,7 +26,12 @@ export interface Client {
   jwksUri?: string;
   /** `dpop_bound_access_tokens: true` (RFC 9449 §5.2): every token request must carry a DPoP proof. */
   dpopBoundAccessTokens?: boolean;
+  /** The registered `grant_types` (client-auth/grant-types.ts); absent: none registered, not limited. */
+  grantTypes?: string[];
 }
+
+const stringList = (v: unknown): string[] | undefined =>
+  Array.isArray(v) && v.every((g) => typeof g === 'string') ? v : undefined;
 
 export interface ClientStore {
   /**
@@ -51,6 +56,7 @@ const fromMetadata = (m: MetadataClient): Client => ({
   jwks: m.metadata.jwks,
   jwksUri: typeof m.metadata.jwks_uri === 'string' ? m.metadata.jwks_uri : undefined,
   dpopBoundAccessTokens: m.metadata.dpop_bound_access_tokens === true,
+  grantTypes: stringList(m.metadata.grant_types),
 });
 
 /**
@@ -89,11 +95,13 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         jwks: unknown;
         jwks_uri: string | null;
         dpop_bound: boolean;
+        grant_types: unknown;
       }>({
         name: 'client_find_auth',
         text: `SELECT client_id, name, redirect_uris, type, auth_method, secret_hash, metadata->'jwks' AS jwks,
                       metadata->>'jwks_uri' AS jwks_uri,
-                      COALESCE(metadata->'dpop_bound_access_tokens' = 'true'::jsonb, false) AS dpop_bound
+                      COALESCE(metadata->'dpop_bound_access_tokens' = 'true'::jsonb, false) AS dpop_bound,
+                      metadata->'grant_types' AS grant_types
                  FROM platform.oauth_clients WHERE client_id = $1`,
         values: [clientId],
       });
@@ -109,6 +117,7 @@ export function createClientStore(pool: Pool, metadata?: MetadataClients): Clien
         jwks: r.jwks ?? undefined,
         jwksUri: r.jwks_uri ?? undefined,
         dpopBoundAccessTokens: r.dpop_bound,
+        grantTypes: stringList(r.grant_types),
       };
       if (cache.size > 10_000) cache.clear();
       cache.set(clientId, { client, until: Date.now() + 60_000 });

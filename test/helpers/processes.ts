@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync } from 'node:fs';
 import { createServer as createNetServer } from 'node:net';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const PLATFORM_BIN = fileURLToPath(new URL('../../bin/platform.js', import.meta.url));
@@ -20,15 +21,18 @@ export interface RunningProcess {
 
 /**
  * Runs `platform <args>` as a real child process with exactly `env` (plus PATH); `bin` another checkout's
- * `bin/platform.js` (the previous release's, test/helpers/previous-release.ts).
+ * `bin/platform.js` (the previous release's, test/helpers/previous-release.ts). For a log review run:
+ * TEST_LOG_LEVEL (e.g. `trace`) sets every process's LOG_LEVEL unless the test sets one, and TEST_LOG_DIR keeps
+ * each process's whole output in a file there when it exits.
  */
 export function startPlatform(
   args: string[],
   env: Record<string, string | undefined>,
   bin: string = PLATFORM_BIN,
 ): RunningProcess {
+  const level = process.env.TEST_LOG_LEVEL;
   const child = spawn(process.execPath, [bin, ...args], {
-    env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
+    env: { PATH: process.env.PATH, ...(level ? { LOG_LEVEL: level } : {}), ...env } as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -45,6 +49,10 @@ export function startPlatform(
       resolve(code);
     }),
   );
+  const logDir = process.env.TEST_LOG_DIR;
+  // 'close': the output streams are drained too.
+  if (logDir)
+    child.once('close', () => appendFileSync(join(logDir, `${args[0] ?? 'platform'}-${child.pid}.log`), out));
   let exitCode: number | null | undefined;
   void exited.then((c) => {
     exitCode = c;

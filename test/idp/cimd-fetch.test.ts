@@ -47,9 +47,11 @@ function clients(
   opts: {
     allowedHosts?: string[];
     resolve?: (h: string) => Promise<{ address: string; family: number }[]>;
+    now?: () => number;
   } = {},
 ) {
   return createMetadataClients({
+    now: opts.now,
     allowedHosts: (opts.allowedHosts ?? []).map(pattern),
     ca: ca.ca,
     resolve: opts.resolve,
@@ -265,17 +267,41 @@ describe('document validation', () => {
     await refused(exempt(), `https://cimd.test:${v4.port}/f.json`, /invalid/);
   });
 
-  it('Cache-Control no-store is fetched again; failures are not cached', async () => {
+  it('no-store and failures are not fetched again within the cool-down (30 s), and are after it', async () => {
     let n = 0;
+    let broken = false;
     route = (req, res, base) => {
       n++;
-      json(res, doc(`${base}${req.url}`), { 'cache-control': 'no-store' });
+      if (broken) json(res, { not: 'a document' });
+      else json(res, doc(`${base}${req.url}`), { 'cache-control': 'no-store' });
     };
-    const c = exempt();
+    let clock = Date.now();
+    const c = clients({
+      allowedHosts: ['cimd.test:*'],
+      resolve: async () => [{ address: '127.0.0.1', family: 4 }],
+      now: () => clock,
+    });
+    const gated: string[] = [];
+    const counting: FetchGate = async (u) => void gated.push(u.href);
     const url = `https://cimd.test:${v4.port}/g.json`;
-    await c.get(url, anyFetch);
-    await c.get(url, anyFetch);
+    await c.get(url, counting);
+    await c.get(url, counting);
+    // The uncacheable answer is reused, uncounted, for the cool-down; not kept as a cached document.
+    expect(n).toBe(1);
+    expect(gated).toHaveLength(1);
+    expect(c.cached(url)).toBeUndefined();
+    clock += 30_001;
+    broken = true;
+    const first = await c.get(url, counting).catch((e: Error) => e.message);
+    expect(first).toMatch(/client metadata document is invalid/);
+    const again = await c.get(url, counting).catch((e: Error) => e.message);
+    expect(again).toBe(first);
     expect(n).toBe(2);
+    expect(gated).toHaveLength(2);
+    clock += 30_001;
+    broken = false;
+    await expect(c.get(url, counting)).resolves.toMatchObject({ clientId: url });
+    expect(n).toBe(3);
     await c.close();
   });
 });

@@ -32,6 +32,10 @@ let ent: EnterpriseIdp;
 let restricted: EnterpriseIdp;
 /** Not in the trusted issuers file. */
 let rogue: EnterpriseIdp;
+/** Trusted for the users of corp.example only (email_domains). */
+let corp: EnterpriseIdp;
+/** Trusted for any domain, but the grant's sub must be the user's `okta` account (subject_provider). */
+let okta: EnterpriseIdp;
 let adminToken: string;
 let alice: SeededUser;
 let client: { id: string; secret: string };
@@ -81,7 +85,9 @@ const grantFor = (email: string, extra: Partial<Parameters<EnterpriseIdp['sign']
   });
 
 beforeAll(async () => {
-  [ent, restricted, rogue] = await Promise.all([
+  [ent, restricted, rogue, corp, okta] = await Promise.all([
+    startEnterpriseIdp(),
+    startEnterpriseIdp(),
     startEnterpriseIdp(),
     startEnterpriseIdp(),
     startEnterpriseIdp(),
@@ -96,6 +102,15 @@ beforeAll(async () => {
     jwks_uri: ${restricted.jwksUri}
     kind: id-jag
     clients: [a-client-nobody-has]
+  - issuer: ${corp.issuer}
+    jwks_uri: ${corp.jwksUri}
+    kind: id-jag
+    email_domains: [Corp.Example]
+  - issuer: ${okta.issuer}
+    jwks_uri: ${okta.jwksUri}
+    kind: id-jag
+    email_domains: ["*"]
+    subject_provider: okta
 `,
   );
   r = await startReplayStack({
@@ -114,7 +129,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await r?.stop();
-  await Promise.all([ent?.close(), restricted?.close(), rogue?.close()]);
+  await Promise.all([ent, restricted, rogue, corp, okta].map((i) => i?.close()));
 });
 
 describe('enterprise-managed authorization (ID-JAG)', () => {
@@ -342,7 +357,12 @@ describe('enterprise-managed authorization (ID-JAG)', () => {
   });
 
   it('a public client, and no client at all, get invalid_client; a machine client unauthorized_client', async () => {
-    const pub = await r.register({ client_name: 'public', redirect_uris: ['http://127.0.0.1/cb'] });
+    // Registered for the grant (as Claude.ai registers), but public: an ID-JAG needs client authentication.
+    const pub = await r.register({
+      client_name: 'public',
+      redirect_uris: ['http://127.0.0.1/cb'],
+      grant_types: ['authorization_code', 'refresh_token', GRANT],
+    });
     const grant = await ent.sign({
       email: alice.email,
       aud: r.issuer,
@@ -401,6 +421,54 @@ describe('enterprise-managed authorization (ID-JAG)', () => {
       expect(res.json.error).toBe('invalid_grant');
     }
     expect(ent.jwksFetches() - before).toBeLessThanOrEqual(1);
+  });
+
+  // Issue 34: any trusted issuer could name any platform user (the grant's sub unused, nothing tying an issuer to
+  // its own users). Now email_domains ties an issuer to its domains (and a domain one issuer lists is no other
+  // issuer's), and subject_provider matches the grant's sub to the user's account at that issuer.
+  it("an issuer names only its own users: email_domains, another issuer's domain, subject_provider", async () => {
+    const corpUser = await seedUser(r.stack.db.pool, {
+      email: `dev-${crypto.randomUUID().slice(0, 8)}@corp.example`,
+    });
+    expect(
+      (await adminApi('POST', '/admin/api/entitlements', { service: 'platform', email: corpUser.email }))
+        .status,
+    ).toBe(200);
+    const by = (idp: EnterpriseIdp, email: string, sub?: string) =>
+      idp
+        .sign({
+          email,
+          sub,
+          aud: r.issuer,
+          client_id: client.id,
+          resource: r.serverUrl('platform'),
+        })
+        .then((g) => redeem(g));
+    const answer = async (p: Promise<Awaited<ReturnType<typeof redeem>>>) => {
+      const res = await p;
+      return `${res.status} ${res.json.error ?? ''}${res.status === 400 ? ` ${res.json.error_description}` : ''}`;
+    };
+    // corp names a user outside corp.example: refused. Its own user (any case): accepted.
+    expect(await answer(by(corp, alice.email))).toMatch(/^400 invalid_grant .*outside the email domains/);
+    expect(await answer(by(corp, corpUser.email.toUpperCase()))).toBe('200 ');
+    // ent, with no email_domains, may not name a user of the domain corp is trusted for; its own users still work.
+    expect(await answer(by(ent, corpUser.email))).toMatch(/^400 invalid_grant .*outside the email domains/);
+    expect(await answer(by(ent, alice.email))).toBe('200 ');
+    // okta: the grant's sub must be the user's okta account.
+    await r.stack.db.pool.query(
+      `INSERT INTO accounts ("userId", type, provider, "providerAccountId") VALUES ($1, 'oidc', 'okta', '00u-alice')`,
+      [alice.id],
+    );
+    expect(await answer(by(okta, alice.email, '00u-mallory'))).toMatch(
+      /^400 invalid_grant .*subject_provider/,
+    );
+    // `*` is any domain no other issuer lists: corp.example stays corp's.
+    expect(await answer(by(okta, corpUser.email, '00u-alice'))).toMatch(/outside the email domains/);
+    // Another user's okta account is not this user's.
+    const dave = await entitledUser();
+    expect(await answer(by(okta, dave.email, '00u-alice'))).toMatch(/^400 invalid_grant .*subject_provider/);
+    expect(await answer(by(okta, alice.email, alice.sub))).toMatch(/^400 invalid_grant/);
+    expect(await answer(by(okta, alice.email, '00u-alice'))).toBe('200 ');
   });
 
   it('revoke-user cuts a token issued for an ID-JAG at the gateway', async () => {

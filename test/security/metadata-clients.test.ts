@@ -226,7 +226,9 @@ describe('bounded fetching, no lasting record', () => {
       if (r.status === 429) {
         expect(Number(r.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
         expect(r.headers.get('content-type')).toMatch(/^text\/html/);
-        expect(await r.text()).toContain('too many client metadata documents were fetched for this address');
+        expect(await r.text()).toContain(
+          'too many client metadata documents or key sets were fetched for this address',
+        );
       } else {
         expect(r.status).toBe(302);
         expect(new URL(r.headers.get('location')!).origin).toBe(new URL(limited.issuer).origin);
