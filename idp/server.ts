@@ -23,7 +23,7 @@ import { createEntityGrants } from './entity-grants/entity-grants.ts';
 import { deriveKey } from './keys/crypto.ts';
 import { createKeyRing, type KeyRing } from './keys/index.ts';
 import { countingRefusals, type IdpMetrics, idpRouteOf } from './metrics.ts';
-import { createOutboundBudget } from './outbound/index.ts';
+import { countedFetches, createOutboundBudget } from './outbound/index.ts';
 import { createRateLimiter } from './rate-limit.ts';
 import { createRevocationService, keepDenylistRestored, type RevocationService } from './revocation.ts';
 import { routes } from './routes.ts';
@@ -200,7 +200,12 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       metrics: deps.metrics,
       trustedIssuers,
       connections: config.connections
-        ? createConnections({ pool, config, log: log.child({ component: 'connections' }) })
+        ? createConnections({
+            pool,
+            config,
+            log: log.child({ component: 'connections' }),
+            budget: { outbound, gate: countedFetches(limiter, undefined) },
+          })
         : undefined,
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),

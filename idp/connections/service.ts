@@ -4,6 +4,7 @@ import { ident } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { IdpConfig } from '../config.ts';
 import { TemporarilyUnavailableError } from '../errors.ts';
+import type { FetchGate, OutboundBudget } from '../outbound/index.ts';
 import { inTransaction, type Queryable } from '../store/transaction.ts';
 import {
   type ConnectionConfig,
@@ -88,13 +89,15 @@ export function createConnections(o: {
   config: IdpConfig;
   log: Logger;
   fetch?: typeof fetch;
+  /** The IdP's outbound-fetch budget and its gate for fetches no request names (the upstream's host counted). */
+  budget?: { outbound: OutboundBudget; gate: FetchGate };
 }): ConnectionsService {
   const { pool, config, log } = o;
   const cc = config.connections!;
   const fetchImpl = o.fetch ?? fetch;
   const sealer = new GrantSealer(cc.sealingSecret);
   let byName = new Map(cc.list.map((c) => [c.name, c]));
-  const resolve = createEndpointResolver(fetchImpl);
+  const resolve = createEndpointResolver(fetchImpl, o.budget);
   const inFlight = new Map<string, Promise<UpstreamToken>>();
   const accounts = ident(config.authjs.accountsTable);
   let reloading: Promise<boolean> = Promise.resolve(true);

@@ -1,5 +1,6 @@
 import { decodeJwt } from 'jose';
 import { z } from 'zod';
+import type { FetchGate, OutboundBudget } from '../outbound/index.ts';
 import type { ConnectionConfig, OAuthConnection } from './file.ts';
 
 // The IdP as an OAuth client of an upstream authorization server: metadata discovery, the token endpoint
@@ -105,8 +106,15 @@ async function readJson(res: Response): Promise<unknown> {
   }
 }
 
-/** Endpoints of an oauth connection: configured, else discovered (kept an hour; a failure is not kept). */
-export function createEndpointResolver(fetchImpl: typeof fetch = fetch) {
+/**
+ * Endpoints of an oauth connection: configured, else discovered (kept an hour). Discovery goes through the IdP's
+ * one outbound-fetch budget (idp/outbound): counted for the upstream's host, and a failed discovery is answered
+ * again without a fetch for the budget's cool-down.
+ */
+export function createEndpointResolver(
+  fetchImpl: typeof fetch = fetch,
+  budget?: { outbound: OutboundBudget; gate: FetchGate },
+) {
   const cache = new Map<string, { at: number; endpoints: UpstreamEndpoints }>();
   return async function endpoints(c: OAuthConnection): Promise<UpstreamEndpoints> {
     if (c.issuer === undefined)
@@ -120,7 +128,13 @@ export function createEndpointResolver(fetchImpl: typeof fetch = fetch) {
     const key = `${c.name}\n${c.issuer}`;
     const hit = cache.get(key);
     if (hit && Date.now() - hit.at < METADATA_TTL_MS) return hit.endpoints;
-    const m = await discoverMetadata(c.issuer, fetchImpl);
+    const issuer = c.issuer;
+    const m = budget
+      ? await budget.outbound.fetch(new URL(issuer), budget.gate, async () => ({
+          value: await discoverMetadata(issuer, fetchImpl),
+          cacheSeconds: METADATA_TTL_MS / 1000,
+        }))
+      : await discoverMetadata(issuer, fetchImpl);
     const endpoints: UpstreamEndpoints = {
       authorizationEndpoint: c.authorizationEndpoint ?? m.authorization_endpoint,
       tokenEndpoint: c.tokenEndpoint ?? m.token_endpoint,

@@ -303,8 +303,7 @@ describe('codes, grants and single-use stores', () => {
 
   // GHSA-p2fr-6hmx-4528 (Better Auth): the `resource` of a token request was not bound to the one the grant was
   // made for, so a code for one resource bought a token for another.
-  it.skip('GHSA-p2fr-6hmx-4528: a code granted for one resource is refused for another (invalid_target)', async () => {
-    // enabled when the token endpoint binds resource (i38)
+  it('GHSA-p2fr-6hmx-4528: a code granted for one resource is refused for another (invalid_target)', async () => {
     const client = await register({});
     const mail = r.serverUrl('mail');
     const platform = r.serverUrl('platform');
@@ -326,7 +325,7 @@ describe('codes, grants and single-use stores', () => {
     expect(errorOf(refreshed)).toBe('400 invalid_target');
   });
 
-  it('GHSA-p2fr-6hmx-4528 (what holds today): a token granted for one resource is refused by another service', async () => {
+  it('GHSA-p2fr-6hmx-4528 (and at the gateway): a token granted for one resource is refused by another service', async () => {
     const client = await register({});
     const mail = r.serverUrl('mail');
     const t = await redeem(

@@ -244,3 +244,53 @@ describe('one outbound-fetch budget', () => {
     expect(count('/doc-tight')).toBe(0);
   });
 });
+
+describe("a connection's upstream metadata goes through the same budget", () => {
+  let upstreamDown: Server;
+  let metadataAsked = 0;
+  let idp: IdpProcess;
+  const file = join(tmpdir(), `connections-outbound-${crypto.randomUUID()}.yaml`);
+
+  beforeAll(async () => {
+    upstreamDown = createServer((_req, res) => {
+      metadataAsked++;
+      res.writeHead(500).end('down');
+    });
+    await new Promise<void>((resolve) => upstreamDown.listen(0, '127.0.0.1', resolve));
+    const issuer = `http://127.0.0.1:${(upstreamDown.address() as { port: number }).port}`;
+    await writeFile(
+      file,
+      `connections:\n  - name: acme\n    kind: oauth\n    issuer: ${issuer}\n    client_id: platform\n    scopes: [repo]\n`,
+    );
+    idp = await startIdpProcess({
+      databaseUrl: db.url,
+      redisUrl: inject('redisUrl'),
+      env: {
+        PLATFORM_CONNECTIONS_FILE: file,
+        PLATFORM_CONNECTIONS_KEY: 'outbound-test-connections-key-0123456789abcdef',
+        PLATFORM_RATE_LIMITS: 'cimd=1000/60,cimd_host=1000/60',
+      },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await idp?.stop();
+    await new Promise((resolve) => (upstreamDown ? upstreamDown.close(resolve) : resolve(undefined)));
+  });
+
+  it(`${REQUESTS / 6} connect attempts while the upstream's metadata fails → one discovery (its two URLs, once)`, async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < REQUESTS / 6; i++) {
+      const res = await fetch(`${idp.issuer}/connections/acme`, {
+        headers: { cookie: `authjs.session-token=${alice.sessionToken}` },
+        redirect: 'manual',
+      });
+      await res.body?.cancel();
+      statuses.push(res.status);
+    }
+    // Each attempt is refused with the page saying the upstream cannot be reached; nothing is connected.
+    expect(new Set(statuses)).toEqual(new Set([502]));
+    // RFC 8414's URL and OpenID discovery's, tried once; the failure is answered again for the cool-down.
+    expect(metadataAsked).toBe(2);
+  });
+});
