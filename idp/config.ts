@@ -81,6 +81,11 @@ export interface IdpConfig {
   adminRequireDpop: boolean;
   /** PLATFORM_DPOP_NONCE: `on`: every token request's proof must carry a server nonce (RFC 9449 §8). */
   dpopNonce: boolean;
+  /**
+   * PLATFORM_GATEWAY_CLIENT_SECRET (or _FILE): the secret of the gateway's own client `platform-gateway`, which
+   * exchanges users' tokens for their connections (idp/token-exchange); undefined: no such client.
+   */
+  gatewayClientSecret: string | undefined;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -104,6 +109,7 @@ export const STATIC_JWKS_MAX_AGE_SECONDS = 300;
 /** The shortest publish-ahead margin accepted: room for a poll and a key-set cache life below it. */
 export const MIN_PUBLISH_AHEAD_SECONDS = 4;
 export const MIN_ENCRYPTION_KEY_LENGTH = 32;
+export const MIN_GATEWAY_CLIENT_SECRET_LENGTH = 32;
 
 /**
  * PLATFORM_KEY_ROTATION and its variables. The margins are checked here so a schedule that could let a gateway
@@ -335,6 +341,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     ),
     adminRequireDpop: oneOf(env, 'PLATFORM_ADMIN_REQUIRE_DPOP', ['on', 'off'] as const, 'off') === 'on',
     dpopNonce: oneOf(env, 'PLATFORM_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
+    gatewayClientSecret: gatewayClientSecret(env),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),
@@ -342,6 +349,17 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
       subjectProvider: optionalString(env, 'PLATFORM_AUTHJS_SUBJECT_PROVIDER') ?? 'microsoft-entra-id',
     }),
   });
+}
+
+/** The gateway client's secret authenticates the one client that may read users' upstream tokens: a long one. */
+function gatewayClientSecret(env: Env): string | undefined {
+  const secret = optionalSecret(env, 'PLATFORM_GATEWAY_CLIENT_SECRET');
+  if (secret !== undefined && secret.length < MIN_GATEWAY_CLIENT_SECRET_LENGTH)
+    throw new ConfigError(
+      'PLATFORM_GATEWAY_CLIENT_SECRET',
+      `is ${secret.length} characters; use at least ${MIN_GATEWAY_CLIENT_SECRET_LENGTH} random ones (openssl rand -base64 48)`,
+    );
+  return secret;
 }
 
 /** PLATFORM_OIDC_PRIVATE_KEY without rotation: required, and the error names the other way to run. */

@@ -14,6 +14,7 @@ import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
 import type { IdpConfig } from './config.ts';
+import type { Connections } from './connections/types.ts';
 import type { IdpContext } from './context.ts';
 import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
@@ -35,6 +36,7 @@ import { schedulePurge } from './store/purge.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createRefusalStore } from './store/refusals.ts';
 import { createSessionStore } from './store/sessions.ts';
+import { gatewayClient } from './token-exchange/gateway-client.ts';
 import { TrustedIssuers } from './trusted-issuers/index.ts';
 
 export interface RunningIdp {
@@ -59,6 +61,8 @@ export interface IdpDeps {
   wrapHandler?: (idp: Handler) => Handler;
   /** Request, grant and rate-limit metrics; absent: nothing is recorded. */
   metrics?: IdpMetrics;
+  /** The connections the token exchange reads users' upstream tokens from (idp/connections/types.ts). */
+  connections?: Connections;
 }
 
 /**
@@ -171,7 +175,11 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     const ctx: IdpContext = {
       config,
       keyRing,
-      clients: createClientStore(pool, metadataClients),
+      clients: createClientStore(
+        pool,
+        metadataClients,
+        config.gatewayClientSecret === undefined ? [] : [gatewayClient(config.gatewayClientSecret)],
+      ),
       clientKeys,
       codes: createCodeStore(pool),
       consents: createConsentStore(pool),
@@ -189,6 +197,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       metrics: deps.metrics,
       trustedIssuers,
+      connections: deps.connections,
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.

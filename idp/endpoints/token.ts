@@ -25,6 +25,8 @@ import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
+import { GATEWAY_CLIENT_TYPE } from '../token-exchange/gateway-client.ts';
+import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from '../token-exchange/index.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
@@ -71,6 +73,7 @@ const KIND_NAMES: Readonly<Record<ClientKind, string>> = {
 
 export function clientKind(client: Client): ClientKind {
   if (client.type === MACHINE_CLIENT_TYPE) return 'machine';
+  if (client.type === GATEWAY_CLIENT_TYPE) return 'gateway';
   return (client.authMethod ?? 'none') === 'none' ? 'public' : 'confidential';
 }
 
@@ -163,6 +166,18 @@ export const GRANTS: ReadonlyMap<string, GrantType> = new Map<string, GrantType>
         r.workloadIssuer !== undefined
           ? clientCredentialsGrant(ctx, x, r.form, r.clientId, r.jkt, JWT_BEARER_GRANT, r.workloadIssuer)
           : idJagGrant(ctx, x, r.form, r.client!, r.jkt),
+    },
+  ],
+  [
+    // RFC 8693 (idp/token-exchange, which decides by `resource`): the gateway's client for a user's connection; a
+    // machine client registered --may-act for a platform token naming it in `act`.
+    TOKEN_EXCHANGE_GRANT,
+    {
+      clients: ['gateway', 'machine'],
+      for: 'the gateway’s client and machine clients registered with --may-act',
+      authenticated: true,
+      ownResource: true,
+      handle: tokenExchangeGrant,
     },
   ],
 ]);
