@@ -9,7 +9,7 @@ import { decodeJwt } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runPlatform } from '../cli/support.ts';
 import { callAdminApi } from '../helpers/admin-api.ts';
-import { type SeededUser, seedUser } from '../helpers/database.ts';
+import { lockWaiters, type SeededUser, seedUser } from '../helpers/database.ts';
 import { gatewayStatus, type MachineKey, newMachineKey } from '../helpers/machine-clients.ts';
 import { postForm, signIn } from '../helpers/oauth.ts';
 import type { GatewayProcess } from '../helpers/processes.ts';
@@ -347,6 +347,37 @@ describe('revocation cascade: exchanged tokens refused at every gateway within 1
     const out = await admin(['revoke-user', '--email', c.user.email]);
     expect(out.code, out.stderr).toBe(0);
     await refusedEverywhere([c.subject, c.t1, c.t2], Date.now());
+  });
+
+  it('a revocation committed while an exchange is under way: the exchange is refused, no live token left', async () => {
+    const user = await seedUser(stack.db.pool);
+    const subject = await userToken(user);
+    const clientId = await addClient(['platform'], true);
+    // Hold the exchange between its checks and its commit: its audit INSERT waits for this table lock.
+    const holder = await stack.db.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE platform.issuance_audit IN SHARE MODE');
+      const pending = exchange(clientId, subject);
+      await lockWaiters(stack.db.pool, 1);
+      // The subject token is revoked and its cascade runs (finding nothing yet) while the exchange waits.
+      const r = await postForm(`${issuer}/oauth/revoke`, { token: subject, client_id: 'platform-cli' });
+      expect(r.status).toBe(200);
+      await holder.query('COMMIT');
+      const t = await pending;
+      expect({ status: t.status, error: t.json.error }).toEqual({ status: 400, error: 'invalid_grant' });
+    } finally {
+      await holder.query('ROLLBACK').catch(() => {});
+      holder.release();
+    }
+    // What the exchange recorded is denied too: no token of the user's chain is live at any gateway.
+    const { rows } = await stack.db.pool.query<{ jti: string; denied: boolean }>(
+      `SELECT a.jti::text, EXISTS (SELECT 1 FROM platform.revocations v WHERE v.kind = 'jti' AND v.value = a.jti::text) AS denied
+         FROM platform.issuance_audit a WHERE a.client_id = $1`,
+      [clientId],
+    );
+    expect(rows.length).toBe(1);
+    expect(rows[0]!.denied).toBe(true);
   });
 
   it('revoking a sign-in (its refresh token) revokes the tokens exchanged from its access tokens', async () => {
