@@ -65,9 +65,9 @@ const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 export type ClientKind = 'public' | 'confidential' | 'machine' | 'gateway';
 
 const KIND_NAMES: Readonly<Record<ClientKind, string>> = {
-  public: 'public client',
-  confidential: 'confidential client',
-  machine: 'machine client',
+  public: 'a public client',
+  confidential: 'a confidential client',
+  machine: 'a machine client',
   gateway: 'the gateway’s client',
 };
 
@@ -218,7 +218,7 @@ async function assertionClient(
 function clientMayUse(grant: GrantType, r: GrantRequest): void {
   if (!grant.clients.includes(r.kind))
     throw new UnauthorizedClientError(
-      `a ${KIND_NAMES[r.kind]} may not use grant_type=${r.grantType}: it is for ${grant.for}`,
+      `${KIND_NAMES[r.kind]} may not use grant_type=${r.grantType}: it is for ${grant.for}`,
     );
 }
 

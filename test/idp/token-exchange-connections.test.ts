@@ -221,10 +221,10 @@ describe('token exchange for a connection (the gateway’s client)', () => {
     const revoked = await connectedUser({ ok: true, accessToken: upstreamValue() });
     expect((await postForm(`${issuer}/oauth/revoke`, { token: revoked.subject })).status).toBe(200);
     const blocked = await connectedUser({ ok: true, accessToken: upstreamValue() });
-    expect(
-      (await callAdminApi(issuer, adminToken, 'POST', '/admin/api/block', { email: blocked.user.email }))
-        .status,
-    ).toBe(200);
+    const block = await callAdminApi(issuer, adminToken, 'POST', '/admin/api/block', {
+      email: blocked.user.email,
+    });
+    expect(block.status).toBe(200);
     const asked = connections.asked.length;
     for (const subject of [revoked.subject, blocked.subject, 'not.a.token']) {
       const t = await exchange(subject);
@@ -249,6 +249,9 @@ describe('token exchange for a connection (the gateway’s client)', () => {
       (await callAdminApi(issuer, adminToken, 'POST', '/admin/api/unblock', { email: blocked.user.email }))
         .status,
     ).toBe(200);
+    // Tokens issued at or before the block's cut-off (whole seconds) stay revoked: sign in after it.
+    while (Math.floor(Date.now() / 1000) <= Number(block.json.cutoff))
+      await new Promise((r) => setTimeout(r, 50));
     const again = await exchange((await signIn(issuer, blocked.user.sessionToken)).access_token);
     expect(again.status, again.text).toBe(200);
   });
