@@ -87,7 +87,10 @@ export async function tokenExchangeGrant(
   return delegatedToken(ctx, x, r);
 }
 
-/** The subject token, verified as every gateway verifies a platform token; refused: 400 invalid_grant. */
+/**
+ * The subject token, verified as every gateway verifies a platform token (signature, issuer, audience, exp, the jti
+ * denylist, the subject's and the email's cut-offs, a block); refused: 400 invalid_grant.
+ */
 async function verifiedSubject(
   ctx: IdpContext,
   form: ReadonlyMap<string, string>,
@@ -107,6 +110,9 @@ async function verifiedSubject(
     typeof claims.scope !== 'string'
   )
     throw new InvalidGrantError('subject_token is not a valid, unexpired access token of this platform');
+  // The gateways' leeway is for clocks that differ; this provider's clock is the one that signed it: an expired
+  // subject token is exchanged for nothing.
+  if (claims.exp <= Math.floor(Date.now() / 1000)) throw new InvalidGrantError('subject_token is expired');
   if (await ctx.revocation.isRevoked(claims))
     throw new InvalidGrantError('subject_token is revoked, or its user is blocked');
   return claims;
@@ -247,7 +253,6 @@ async function delegatedToken(
   const subject = await verifiedSubject(ctx, r.form);
   const subjectJti = subject.jti.toLowerCase();
   if (!UUID.test(subjectJti)) throw new InvalidGrantError('subject_token was not issued by this provider');
-  if (subject.exp <= Math.floor(Date.now() / 1000)) throw new InvalidGrantError('subject_token is expired');
   if (actDepth(subject.act) >= MAX_CHAIN_DEPTH)
     throw new InvalidGrantError(`subject_token was exchanged ${MAX_CHAIN_DEPTH} times already`);
   const wanted = scopeFor(ctx, r.form, subject, machine);

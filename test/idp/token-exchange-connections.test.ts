@@ -5,6 +5,7 @@
 // token; not connected is interaction_required with connect_uri; every other client is refused; a revoked,
 // blocked or machine subject is invalid_grant and the store is never asked; each exchange is one audit row; the
 // upstream token appears in no log line (trace level), no audit row and no admin answer.
+import { createPrivateKey } from 'node:crypto';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +15,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadIdpConfig } from '../../idp/config.ts';
 import type { Connections, ConnectionUser, UpstreamToken } from '../../idp/connections/types.ts';
 import { type RunningIdp, startIdp } from '../../idp/server.ts';
+import { type AccessTokenClaims, JwtSigner } from '../../idp/tokens/jwt.ts';
+import { fromKeyObject } from '../../idp/tokens/keys.ts';
 import { ConfigError } from '../../lib/config.ts';
 import { createLogger } from '../../lib/logger.ts';
 import { callAdminApi } from '../helpers/admin-api.ts';
@@ -217,7 +220,7 @@ describe('token exchange for a connection (the gateway’s client)', () => {
     expect(connections.asked.length).toBe(asked);
   });
 
-  it('a revoked or blocked subject, or a machine client’s token: 400 invalid_grant, the store not asked; unblock restores it', async () => {
+  it('a revoked, blocked or expired subject, or a machine client’s token: 400 invalid_grant, the store not asked; unblock restores it', async () => {
     const revoked = await connectedUser({ ok: true, accessToken: upstreamValue() });
     expect((await postForm(`${issuer}/oauth/revoke`, { token: revoked.subject })).status).toBe(200);
     const blocked = await connectedUser({ ok: true, accessToken: upstreamValue() });
@@ -225,21 +228,35 @@ describe('token exchange for a connection (the gateway’s client)', () => {
       email: blocked.user.email,
     });
     expect(block.status).toBe(200);
+    // Signed by the IdP's own key, the user's and connected, but expired a few seconds ago (within the gateways'
+    // 60 s leeway for clocks that differ; the IdP's own clock signed it).
+    const expiredFor = await connectedUser({ ok: true, accessToken: upstreamValue() });
+    const claims = decodeJwt(expiredFor.subject) as unknown as AccessTokenClaims;
+    const key = await fromKeyObject(createPrivateKey(testSigningKeyPem()), undefined);
+    const now = Math.floor(Date.now() / 1000);
+    const expired = new JwtSigner(key).accessToken({
+      ...claims,
+      jti: crypto.randomUUID(),
+      iat: now - 3605,
+      exp: now - 5,
+    });
     const asked = connections.asked.length;
-    for (const subject of [revoked.subject, blocked.subject, 'not.a.token']) {
+    for (const subject of [revoked.subject, blocked.subject, expired, 'not.a.token']) {
       const t = await exchange(subject);
       expect({ status: t.status, error: t.json.error }).toEqual({ status: 400, error: 'invalid_grant' });
     }
 
     // A machine client's own token names no user: it has no connections.
-    const key = await newMachineKey();
+    const machineKey = await newMachineKey();
     const added = await callAdminApi(issuer, adminToken, 'POST', '/admin/api/clients', {
       name: 'bot',
-      jwks: key.jwks,
+      jwks: machineKey.jwks,
       email: (await seedUser(db.pool)).email,
       services: ['platform'],
     });
-    const machineToken = String((await key.token(issuer, String(added.json.client_id))).json.access_token);
+    const machineToken = String(
+      (await machineKey.token(issuer, String(added.json.client_id))).json.access_token,
+    );
     const m = await exchange(machineToken);
     expect({ status: m.status, error: m.json.error }).toEqual({ status: 400, error: 'invalid_grant' });
     expect(connections.asked.length).toBe(asked);
