@@ -27,7 +27,8 @@ import { freePort, testSigningKeyPem } from '../helpers/processes.ts';
 
 const EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const ACCESS_TOKEN = 'urn:ietf:params:oauth:token-type:access_token';
-const SECRET = 'connections-gateway-secret-0123456789abcdefghijkl';
+// Base64 characters, as `openssl rand -base64 48` makes them: `+`, `/` and `=` change under form-decoding.
+const SECRET = 'connections+gateway/secret=0123456789abcdefghijkl+/==';
 
 /** The connections of the test: `github` and `jira`; a user has an upstream token once the test gives one. */
 class TestConnections implements Connections {
@@ -320,6 +321,11 @@ describe('token exchange for a connection (the gateway’s client)', () => {
       error: 'unauthorized_client',
     });
 
+    // The gateway's secret as sent by a client that does not form-encode it (RFC 6749 §2.3.1 says it should).
+    const raw = await exchange(subject, {
+      auth: `Basic ${Buffer.from(`platform-gateway:${SECRET}`).toString('base64')}`,
+    });
+    expect(raw.status, raw.text).toBe(200);
     const wrong = await exchange(subject, { auth: basic('platform-gateway', `${SECRET}x`) });
     expect({ status: wrong.status, error: wrong.json.error }).toEqual({
       status: 401,
@@ -327,7 +333,7 @@ describe('token exchange for a connection (the gateway’s client)', () => {
     });
     const none = await exchange(subject, { auth: '' });
     expect({ status: none.status, error: none.json.error }).toEqual({ status: 401, error: 'invalid_client' });
-    expect(connections.asked.length).toBe(asked);
+    expect(connections.asked.length).toBe(asked + 1);
   });
 
   it('the gateway’s client is for the exchange only: no other grant, no authorization request', async () => {
