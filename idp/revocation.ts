@@ -138,13 +138,18 @@ async function denyExchanged(db: Queryable, from: ExchangedFrom, by: string) {
   const jtis = (from.jtis ?? []).filter((j) => UUID.test(j));
   if (jtis.length === 0 && !from.familyIds?.length && from.clientId === undefined) return [];
   const { rows } = await db.query<{ jti: string; exp: string }>(
-    `WITH RECURSIVE d (jti, expires_at, depth) AS (
+    // Each starting point is its own branch, so each reads through its index (subject_jti, family, client_id).
+    `WITH RECURSIVE roots (jti) AS (
+       SELECT unnest($1::uuid[])
+       UNION SELECT f.jti FROM platform.issuance_audit f
+              WHERE f.family_id = ANY($2::uuid[]) AND f.expires_at > now()
+     ),
+     d (jti, expires_at, depth) AS (
        SELECT a.jti, a.expires_at, 1 FROM platform.issuance_audit a
-        WHERE a.subject_jti IS NOT NULL AND a.connection IS NULL AND a.expires_at > now()
-          AND (a.subject_jti = ANY($1::uuid[])
-               OR a.subject_jti IN (SELECT f.jti FROM platform.issuance_audit f
-                                     WHERE f.family_id = ANY($2::uuid[]) AND f.expires_at > now())
-               OR a.client_id = $3)
+        WHERE a.subject_jti IN (SELECT jti FROM roots) AND a.connection IS NULL AND a.expires_at > now()
+       UNION ALL
+       SELECT a.jti, a.expires_at, 1 FROM platform.issuance_audit a
+        WHERE a.client_id = $3 AND a.subject_jti IS NOT NULL AND a.connection IS NULL AND a.expires_at > now()
        UNION ALL
        SELECT a.jti, a.expires_at, d.depth + 1 FROM platform.issuance_audit a JOIN d ON a.subject_jti = d.jti
         WHERE a.connection IS NULL AND a.expires_at > now() AND d.depth <= $5
