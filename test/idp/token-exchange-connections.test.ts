@@ -336,7 +336,7 @@ describe('token exchange for a connection (the gateway’s client)', () => {
     expect(connections.asked.length).toBe(asked + 1);
   });
 
-  it('the gateway’s client is for the exchange only: no other grant, no authorization request', async () => {
+  it('the gateway’s client is for the exchange only: no other grant, no authorization or device request', async () => {
     const gw = basic('platform-gateway', SECRET);
     const refresh = await postForm(
       `${issuer}/oauth/token`,
@@ -362,6 +362,17 @@ describe('token exchange for a connection (the gateway’s client)', () => {
     const page = await fetch(`${issuer}/oauth/authorize?${q}`, { redirect: 'manual' });
     expect(page.status).toBe(400);
     expect(page.headers.get('location')).toBeNull();
+    const device = await postForm(
+      `${issuer}/oauth/device_authorization`,
+      { scope: 'mcp:platform' },
+      {
+        authorization: gw,
+      },
+    );
+    expect({ status: device.status, error: device.json.error }).toEqual({
+      status: 400,
+      error: 'unauthorized_client',
+    });
   });
 });
 
