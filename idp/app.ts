@@ -127,7 +127,12 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
       headers['www-authenticate'] = `Bearer error="invalid_request"`;
     if (err instanceof DpopTokenError)
       headers['www-authenticate'] = `DPoP error="${err.error}", ${DPOP_ALGS}`;
-    return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
+    return sendJson(
+      res,
+      err.status,
+      { error: err.error, error_description: err.message, ...err.members },
+      headers,
+    );
   }
   if (isDatabaseUnavailable(err)) {
     log.warn({ err: { message: (err as Error).message } }, 'database unavailable');

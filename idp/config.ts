@@ -89,6 +89,11 @@ export interface IdpConfig {
   authjsSecrets: readonly string[];
   /** PLATFORM_CONNECTIONS_FILE (idp/connections): undefined when not set. */
   connections: ConnectionsConfig | undefined;
+  /**
+   * PLATFORM_GATEWAY_CLIENT_SECRET (or _FILE): the secret of the gateway's own client `platform-gateway`, which
+   * exchanges users' tokens for their connections (idp/token-exchange); undefined: no such client.
+   */
+  gatewayClientSecret: string | undefined;
   authjs: {
     usersTable: string;
     accountsTable: string;
@@ -124,6 +129,7 @@ export const STATIC_JWKS_MAX_AGE_SECONDS = 300;
 /** The shortest publish-ahead margin accepted: room for a poll and a key-set cache life below it. */
 export const MIN_PUBLISH_AHEAD_SECONDS = 4;
 export const MIN_ENCRYPTION_KEY_LENGTH = 32;
+export const MIN_GATEWAY_CLIENT_SECRET_LENGTH = 32;
 
 /**
  * PLATFORM_KEY_ROTATION and its variables. The margins are checked here so a schedule that could let a gateway
@@ -396,6 +402,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
     dpopNonce: oneOf(env, 'PLATFORM_DPOP_NONCE', ['on', 'off'] as const, 'off') === 'on',
     authjsSecrets: authjsSecrets(env),
     connections: connectionsConfig(env, rotation),
+    gatewayClientSecret: gatewayClientSecret(env),
     authjs: Object.freeze({
       usersTable: table(env, 'PLATFORM_AUTHJS_USERS_TABLE', 'users'),
       accountsTable: table(env, 'PLATFORM_AUTHJS_ACCOUNTS_TABLE', 'accounts'),
@@ -413,6 +420,17 @@ function authjsSecrets(env: Env): readonly string[] {
   if (secrets.some((s) => s === ''))
     throw new ConfigError('PLATFORM_AUTHJS_SECRET', 'names an empty secret (a stray comma?)');
   return Object.freeze(secrets);
+}
+
+/** The gateway client's secret authenticates the one client that may read users' upstream tokens: a long one. */
+function gatewayClientSecret(env: Env): string | undefined {
+  const secret = optionalSecret(env, 'PLATFORM_GATEWAY_CLIENT_SECRET');
+  if (secret !== undefined && secret.length < MIN_GATEWAY_CLIENT_SECRET_LENGTH)
+    throw new ConfigError(
+      'PLATFORM_GATEWAY_CLIENT_SECRET',
+      `is ${secret.length} characters; use at least ${MIN_GATEWAY_CLIENT_SECRET_LENGTH} random ones (openssl rand -base64 48)`,
+    );
+  return secret;
 }
 
 /** PLATFORM_OIDC_PRIVATE_KEY without rotation: required, and the error names the other way to run. */

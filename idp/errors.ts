@@ -4,11 +4,14 @@
 export class OAuthError extends Error {
   readonly error: string;
   readonly status: number;
-  constructor(error: string, description: string, status = 400) {
+  /** Members the error body carries beside `error` and `error_description` (e.g. `connect_uri`). */
+  readonly members: Readonly<Record<string, string>> | undefined;
+  constructor(error: string, description: string, status = 400, members?: Record<string, string>) {
     super(description);
     this.name = 'OAuthError';
     this.error = error;
     this.status = status;
+    this.members = members;
   }
 }
 
@@ -55,6 +58,15 @@ export class InvalidScopeError extends OAuthError {
 export class InvalidTargetError extends OAuthError {
   constructor(description: string) {
     super('invalid_target', description);
+  }
+}
+/**
+ * The token exchange for a connection (idp/token-exchange): the user has not connected, or the upstream refused
+ * the stored grant; `connect_uri` says where the user connects (again).
+ */
+export class InteractionRequiredError extends OAuthError {
+  constructor(description: string, connectUri: string) {
+    super('interaction_required', description, 400, { connect_uri: connectUri });
   }
 }
 export class LoginRequiredError extends OAuthError {

@@ -55,6 +55,7 @@ const GRANT_TYPES = new Set([
   'urn:ietf:params:oauth:grant-type:device_code',
   'client_credentials',
   'urn:ietf:params:oauth:grant-type:jwt-bearer',
+  'urn:ietf:params:oauth:grant-type:token-exchange',
 ]);
 
 /** A grant_type label from a client-supplied value: the known ones, else `other`. */

@@ -118,6 +118,53 @@ async function denyFamilyAccessTokens(db: Queryable, familyIds: readonly string[
   return rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) }));
 }
 
+/** Where a revocation's cascade starts: the tokens revoked, a sign-in's tokens, or a machine client's exchanges. */
+interface ExchangedFrom {
+  jtis?: readonly string[];
+  familyIds?: readonly string[];
+  /** The tokens this machine client got by exchanging a user's token (its own tokens are cut by its subject). */
+  clientId?: string;
+}
+
+/** How deep the cascade follows exchanges of exchanged tokens (idp/token-exchange refuses deeper chains). */
+const MAX_EXCHANGE_DEPTH = 8;
+
+/**
+ * Records a jti denial for every live platform token exchanged (RFC 8693 delegation, idp/token-exchange) from the
+ * given tokens, and from those, down the chain. Run after the revocation it follows has committed: an exchange
+ * under way checks the revocations again after its own commit, so one of the two always sees the other.
+ */
+async function denyExchanged(db: Queryable, from: ExchangedFrom, by: string) {
+  const jtis = (from.jtis ?? []).filter((j) => UUID.test(j));
+  if (jtis.length === 0 && !from.familyIds?.length && from.clientId === undefined) return [];
+  const { rows } = await db.query<{ jti: string; exp: string }>(
+    // Each starting point is its own branch, so each reads through its index (subject_jti, family, client_id).
+    `WITH RECURSIVE roots (jti) AS (
+       SELECT unnest($1::uuid[])
+       UNION SELECT f.jti FROM platform.issuance_audit f
+              WHERE f.family_id = ANY($2::uuid[]) AND f.expires_at > now()
+     ),
+     d (jti, expires_at, depth) AS (
+       SELECT a.jti, a.expires_at, 1 FROM platform.issuance_audit a
+        WHERE a.subject_jti IN (SELECT jti FROM roots) AND a.connection IS NULL AND a.expires_at > now()
+       UNION ALL
+       SELECT a.jti, a.expires_at, 1 FROM platform.issuance_audit a
+        WHERE a.client_id = $3 AND a.subject_jti IS NOT NULL AND a.connection IS NULL AND a.expires_at > now()
+       UNION ALL
+       SELECT a.jti, a.expires_at, d.depth + 1 FROM platform.issuance_audit a JOIN d ON a.subject_jti = d.jti
+        WHERE a.connection IS NULL AND a.expires_at > now() AND d.depth <= $5
+     )
+     INSERT INTO platform.revocations (kind, value, known, expires_at, revoked_by)
+     SELECT DISTINCT ON (d.jti) 'jti', d.jti::text, true, d.expires_at, $4 FROM d
+      WHERE NOT EXISTS (SELECT 1 FROM platform.revocations v WHERE v.kind = 'jti' AND v.value = d.jti::text)
+     RETURNING value AS jti, extract(epoch FROM expires_at)::bigint AS exp`,
+    [jtis, from.familyIds ?? [], from.clientId ?? null, by, MAX_EXCHANGE_DEPTH],
+  );
+  return rows.map((r) => ({ jti: r.jti, exp: Number(r.exp) }));
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 /** Runs `fn` over `items` with at most 16 at a time (a large denylist written without flooding Redis). */
 async function eachBounded<T>(items: readonly T[], fn: (item: T) => Promise<void>): Promise<void> {
   const queue = [...items];
@@ -140,6 +187,20 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         'the revocation is recorded but could not be published to the gateways yet; it will be when the cache is back, retry to confirm',
       );
     }
+  }
+
+  /** The cascade of a revocation that has committed: the tokens exchanged from it denied and published. */
+  async function cascade(from: ExchangedFrom, by: string, quiet = false): Promise<number> {
+    const jtis = await denyExchanged(pool, from, by);
+    if (jtis.length === 0) return 0;
+    const send = () => eachBounded(jtis, (j) => publisher.denyJti(j.jti, j.exp));
+    if (quiet)
+      await send().catch((err: Error) =>
+        log.warn({ err: { message: err.message } }, 'exchanged tokens revoked, not yet published'),
+      );
+    else await publish('exchanged tokens', send);
+    log.info({ exchangedTokens: jtis.length, by }, 'tokens exchanged from a revoked one revoked');
+    return jtis.length;
   }
 
   const userIdsByEmail = o.usersTable
@@ -236,6 +297,7 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       );
       await publish('jti', () => publisher.denyJti(id, until));
       log.info({ jti: id, known, by }, 'token revoked');
+      if (known) await cascade({ jtis: [id] }, by);
       return { jti: id, known, expiresAt: new Date(until * 1000) };
     },
 
@@ -283,6 +345,8 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       if (cutoff === undefined) return undefined;
       await publish('client', () => publisher.denySubject(clientId, cutoff));
       log.info({ clientId, by }, 'machine client revoked');
+      // The tokens it got for users by exchange carry the users' subjects, not its own: denied by jti.
+      await cascade({ clientId }, by);
       return { cutoff };
     },
 
@@ -305,6 +369,7 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         await publish('sign-in', send);
       }
       log.info({ familyId, by, accessTokens: jtis.length }, 'sign-in revoked');
+      await cascade({ familyIds: [familyId] }, by, quiet);
       return tokens;
     },
 

@@ -14,7 +14,7 @@ import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
 import type { IdpConfig } from './config.ts';
-import { createConnections } from './connections/service.ts';
+import { type ConnectionsService, createConnections } from './connections/service.ts';
 import type { IdpContext } from './context.ts';
 import { createIdpDpop } from './dpop/index.ts';
 import { createEntitlements } from './entitlements/entitlements.ts';
@@ -37,6 +37,7 @@ import { schedulePurge } from './store/purge.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createRefusalStore } from './store/refusals.ts';
 import { createSessionStore } from './store/sessions.ts';
+import { gatewayClient } from './token-exchange/gateway-client.ts';
 import { TrustedIssuers } from './trusted-issuers/index.ts';
 
 export interface RunningIdp {
@@ -63,6 +64,8 @@ export interface IdpDeps {
   wrapHandler?: (idp: Handler) => Handler;
   /** Request, grant and rate-limit metrics; absent: nothing is recorded. */
   metrics?: IdpMetrics;
+  /** In place of PLATFORM_CONNECTIONS_FILE's connections (a test's own, behind the exchange's seam). */
+  connections?: ConnectionsService;
 }
 
 /**
@@ -180,7 +183,11 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
     const ctx: IdpContext = {
       config,
       keyRing,
-      clients: createClientStore(pool, metadataClients),
+      clients: createClientStore(
+        pool,
+        metadataClients,
+        config.gatewayClientSecret === undefined ? [] : [gatewayClient(config.gatewayClientSecret)],
+      ),
       clientKeys,
       outbound,
       codes: createCodeStore(pool),
@@ -199,14 +206,16 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       pool,
       metrics: deps.metrics,
       trustedIssuers,
-      connections: config.connections
-        ? createConnections({
-            pool,
-            config,
-            log: log.child({ component: 'connections' }),
-            budget: { outbound, gate: countedFetches(limiter, undefined) },
-          })
-        : undefined,
+      connections:
+        deps.connections ??
+        (config.connections
+          ? createConnections({
+              pool,
+              config,
+              log: log.child({ component: 'connections' }),
+              budget: { outbound, gate: countedFetches(limiter, undefined) },
+            })
+          : undefined),
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.

@@ -16,6 +16,7 @@ interface Flags {
   service?: string[];
   workloadIssuer?: string;
   workloadSubject?: string;
+  mayAct?: boolean;
   clientId?: string;
   json?: boolean;
 }
@@ -57,6 +58,10 @@ export function registerMachineClientCommands(
     .option('--service <name>', 'a service it may reach (repeat for several)', collect)
     .option('--workload-issuer <iss>', 'a trusted workload issuer whose assertions it may present')
     .option('--workload-subject <sub>', 'the `sub` of those assertions')
+    .option(
+      '--may-act',
+      'it may exchange a user’s access token for one that names it as the actor (token exchange with act)',
+    )
     .option('--json', 'print {"client_id": …} as JSON')
     // --issuer and --token are the `clients` command's: read with the subcommand's own options.
     .action((_flags: Flags, cmd: Command) => add(cmd.optsWithGlobals<Flags>()));
@@ -74,6 +79,7 @@ export function registerMachineClientCommands(
       ...(flags.workloadIssuer
         ? { workload_issuer: flags.workloadIssuer, workload_subject: flags.workloadSubject }
         : {}),
+      ...(flags.mayAct ? { may_act: true } : {}),
     };
     const r = await api.json<{ client_id: string }>('POST', 'clients', { body });
     if (flags.json) return io.out(JSON.stringify({ client_id: r.client_id }));

@@ -6,7 +6,8 @@ const CLIENT_ID = /^[\x21-\x7E]{1,256}$/;
 
 /**
  * POST /admin/api/clients {"name", "jwks" | "jwks_uri", "email", "services", "workload_issuer"?,
- * "workload_subject"?} → 201 {"client_id", "client_name", "email", "services", …}: registers a machine client.
+ * "workload_subject"?, "may_act"?} → 201 {"client_id", "client_name", "email", "services", …, "may_act"}: registers
+ * a machine client (`may_act`: it may exchange users' tokens for delegated ones, idp/token-exchange).
  */
 export const addMachineClientRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
   const c = parseNewMachineClient(await read(), ctx.config.services);
@@ -18,6 +19,7 @@ export const addMachineClientRoute: AdminHandler = async ({ ctx, body: read, adm
     services: c.services,
     ...(c.jwksUri ? { jwks_uri: c.jwksUri } : {}),
     ...(c.workloadIssuer ? { workload_issuer: c.workloadIssuer, workload_subject: c.workloadSubject } : {}),
+    may_act: c.mayAct,
   };
   return { status: 201, body: out, audit: { target: clientId, email: c.email, detail: out } };
 };
@@ -36,7 +38,7 @@ export const revokeClientRoute: AdminHandler = async ({ ctx, body: read, admin }
 
 /**
  * GET /admin/api/machine-clients → {"items": [{"client_id", "client_name", "email", "services",
- * "workload_issuer", "workload_subject", "created_at", "created_by", "revoked_at", "revoked_by",
+ * "workload_issuer", "workload_subject", "may_act", "created_at", "created_by", "revoked_at", "revoked_by",
  * "last_issued_at"}]}: every machine client, live ones first, newest first.
  */
 export const listMachineClientsRoute: AdminHandler = async ({ ctx }) => {
@@ -47,13 +49,14 @@ export const listMachineClientsRoute: AdminHandler = async ({ ctx }) => {
     services: string[];
     workload_issuer: string | null;
     workload_subject: string | null;
+    may_act: boolean;
     created_at: Date;
     created_by: string;
     revoked_at: Date | null;
     revoked_by: string | null;
     last_issued_at: Date | null;
   }>(
-    `SELECT m.client_id, c.name, m.email, m.services, m.workload_issuer, m.workload_subject, m.created_at,
+    `SELECT m.client_id, c.name, m.email, m.services, m.workload_issuer, m.workload_subject, m.may_act, m.created_at,
             m.created_by, m.revoked_at, m.revoked_by,
             (SELECT max(a.issued_at) FROM platform.issuance_audit a WHERE a.client_id = m.client_id) AS last_issued_at
        FROM platform.machine_clients m JOIN platform.oauth_clients c USING (client_id)
@@ -67,6 +70,7 @@ export const listMachineClientsRoute: AdminHandler = async ({ ctx }) => {
     services: r.services,
     workload_issuer: r.workload_issuer,
     workload_subject: r.workload_subject,
+    may_act: r.may_act,
     created_at: r.created_at.toISOString(),
     created_by: r.created_by,
     revoked_at: iso(r.revoked_at),

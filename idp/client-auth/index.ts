@@ -25,7 +25,14 @@ const CLOCK_TOLERANCE_SECONDS = 30;
 
 type Presented =
   | { kind: 'none'; clientId: string }
-  | { kind: 'secret'; clientId: string; secret: string; via: 'basic' | 'post' }
+  | {
+      kind: 'secret';
+      clientId: string;
+      secret: string;
+      /** Basic: the secret as sent, when form-decoding changed it (a client that did not form-encode it). */
+      raw?: string;
+      via: 'basic' | 'post';
+    }
   | { kind: 'assertion'; clientId: string; assertion: string };
 
 /** RFC 6749 §2.3.1: the Basic credentials are form-encoded before base64. */
@@ -37,12 +44,21 @@ function formDecode(s: string): string {
   }
 }
 
-function basicCredentials(header: string | undefined): { clientId: string; secret: string } | undefined {
+function basicCredentials(
+  header: string | undefined,
+): { clientId: string; secret: string; raw?: string } | undefined {
   if (!header || !/^basic /i.test(header)) return undefined;
   const decoded = Buffer.from(header.slice(6).trim(), 'base64').toString('utf8');
   const colon = decoded.indexOf(':');
   if (colon <= 0) throw new InvalidClientError('the Basic credentials are malformed');
-  return { clientId: formDecode(decoded.slice(0, colon)), secret: formDecode(decoded.slice(colon + 1)) };
+  const raw = decoded.slice(colon + 1);
+  // Many clients send the secret without form-encoding it; a secret of base64 characters (`+`, `/`, `=`, as
+  // `openssl rand -base64` makes for PLATFORM_GATEWAY_CLIENT_SECRET) then decodes differently: both are tried.
+  let secret = raw;
+  try {
+    secret = formDecode(raw);
+  } catch {}
+  return { clientId: formDecode(decoded.slice(0, colon)), secret, ...(secret !== raw ? { raw } : {}) };
 }
 
 /** What the request presents, checked for shape only. One method at most (RFC 6749 §2.3). */
@@ -57,7 +73,7 @@ function presented(x: Exchange, form: ReadonlyMap<string, string>): Presented | 
   if (basic) {
     if (formId !== undefined && formId !== basic.clientId)
       throw new InvalidClientError('client_id differs from the Basic credentials');
-    return { kind: 'secret', clientId: basic.clientId, secret: basic.secret, via: 'basic' };
+    return { kind: 'secret', clientId: basic.clientId, secret: basic.secret, raw: basic.raw, via: 'basic' };
   }
   if (assertion !== undefined || assertionType !== undefined) {
     if (assertionType !== ASSERTION_TYPE)
@@ -108,8 +124,9 @@ export async function authenticateClient(
   if (SECRET_METHODS.has(method)) {
     if (p.kind !== 'secret')
       throw new InvalidClientError('the client must authenticate with its client_secret');
-    if (!client.secretHash || !secretMatches(client.secretHash, p.secret))
-      throw new InvalidClientError('client authentication failed');
+    const matches = (v: string | undefined) =>
+      v !== undefined && client.secretHash !== undefined && secretMatches(client.secretHash, v);
+    if (!matches(p.secret) && !matches(p.raw)) throw new InvalidClientError('client authentication failed');
     return client;
   }
   if (p.kind !== 'assertion')

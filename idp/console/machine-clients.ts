@@ -14,6 +14,7 @@ interface MachineClientItem {
   services: string[];
   workload_issuer: string | null;
   workload_subject: string | null;
+  may_act?: boolean;
   created_at: string;
   created_by: string;
   revoked_at: string | null;
@@ -29,7 +30,7 @@ export const machineClientsView: ConsoleHandler = async (r) => {
   const csrf = html`<input type="hidden" name="csrf_token" value="${r.csrf}">`;
   const rows = items.map(
     (c) => html`<tr><td>${c.client_name}<br><span class="mono muted">${c.client_id}</span></td>
-<td>${c.email}</td><td>${c.services.join(', ')}</td>
+<td>${c.email}</td><td>${c.services.join(', ')}${c.may_act ? html`<br><span class="badge">may act for users</span>` : html``}</td>
 <td class="small">${c.workload_issuer ? html`<span class="mono">${c.workload_issuer}</span><br><span class="mono muted">${c.workload_subject ?? ''}</span>` : html`<span class="muted">key only</span>`}</td>
 <td class="nowrap mono">${when(c.created_at)}<br><span class="muted">${c.created_by}</span></td>
 <td class="nowrap mono">${when(c.last_issued_at)}</td>
@@ -56,6 +57,7 @@ ${items.length ? html`<table><thead><tr><th>Client</th><th>Acts as</th><th>Servi
 <div><label for="mc-jwks-uri">…or its https URL</label><input id="mc-jwks-uri" name="jwks_uri" placeholder="https://ci.example.com/jwks.json"></div>
 <div class="grid2"><div><label for="mc-wi">Workload issuer (optional)</label><input id="mc-wi" name="workload_issuer" placeholder="https://token.actions.githubusercontent.com"></div>
 <div><label for="mc-ws">Workload subject</label><input id="mc-ws" name="workload_subject" placeholder="repo:acme/app:ref:refs/heads/main"></div></div>
+<div><label class="check"><input type="checkbox" name="may_act" value="on"> May act for users: exchange a user’s token for one that names this client as the actor</label></div>
 <div class="row"><button type="submit" class="primary">Register</button></div>
 </form></section>`;
   sendConsolePage(
@@ -97,6 +99,7 @@ export const addMachineClientAction: ConsoleHandler = (r) =>
         ...(text('jwks_uri') !== undefined ? { jwks_uri: text('jwks_uri') } : {}),
         ...(text('workload_issuer') !== undefined ? { workload_issuer: text('workload_issuer') } : {}),
         ...(text('workload_subject') !== undefined ? { workload_subject: text('workload_subject') } : {}),
+        ...(f.get('may_act') === 'on' ? { may_act: true } : {}),
       },
     });
     return `Registered machine client ${out.client_name}: its client_id is ${out.client_id}.`;

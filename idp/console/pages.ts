@@ -58,7 +58,12 @@ function detailCell(i: AuditItem): Html {
       .filter((s) => s.startsWith('mcp:'))
       .map((s) => s.slice(4));
     const via = typeof i.detail?.assertion_issuer === 'string' ? i.detail.assertion_issuer : undefined;
-    return html`${i.grant_type ?? ''} <span class="muted small">· ${services.length ? services.join(', ') : 'no service'}${via ? html` · vouched for by <span class="mono">${via}</span>` : html``}</span>`;
+    const connection = typeof i.detail?.connection === 'string' ? i.detail.connection : undefined;
+    const from = typeof i.detail?.subject_jti === 'string' ? i.detail.subject_jti : undefined;
+    const what = connection
+      ? html`connection <span class="mono">${connection}</span>`
+      : html`${services.length ? services.join(', ') : 'no service'}`;
+    return html`${i.grant_type ?? ''} <span class="muted small">· ${what}${via ? html` · vouched for by <span class="mono">${via}</span>` : html``}${from ? html` · exchanged from <span class="mono">${from}</span>` : html``}</span>`;
   }
   if (i.event === 'refused') {
     const d = i.detail as { source?: string; reason?: string } | null;

@@ -7,6 +7,7 @@ import { InvalidRequestError, TemporarilyUnavailableError, UnauthorizedClientErr
 import { MACHINE_CLIENT_TYPE } from '../machine-clients/index.ts';
 import { knownScopes, parseScope } from '../scopes.ts';
 import { DEVICE_CODE_TTL_SECONDS, DEVICE_POLL_INTERVAL_SECONDS } from '../store/device-codes.ts';
+import { GATEWAY_CLIENT_TYPE } from '../token-exchange/gateway-client.ts';
 import { recordGrantedResource, validateResource } from './resource.ts';
 
 export { DEVICE_CODE_GRANT } from '../device-codes.ts';
@@ -28,6 +29,9 @@ export const deviceAuthorization: Endpoint = async (ctx, x) => {
     throw new UnauthorizedClientError(
       'a machine client gets tokens with client_credentials only, never through the device authorization grant',
     );
+  // No user is ever asked to approve the gateway's client: it only exchanges tokens users already have.
+  if (client.type === GATEWAY_CLIENT_TYPE)
+    throw new UnauthorizedClientError('the gateway’s client uses the token exchange only');
   const resource = form.get('resource');
   if (resource !== undefined) validateResource(ctx.config, resource);
   // Unknown scopes are dropped; the verification page decides what is granted.

@@ -2,11 +2,10 @@ import { sendJson } from '../../lib/http.ts';
 import { ASSERTION_ALGS, AUTH_METHODS } from '../client-auth/index.ts';
 import type { IdpConfig } from '../config.ts';
 import type { Endpoint } from '../context.ts';
-import { DEVICE_CODE_GRANT } from '../device-codes.ts';
 import { IDP_DPOP_ALGORITHMS } from '../dpop/index.ts';
 import { ID_JAG_PROFILE } from '../id-jag/index.ts';
-import { JWT_BEARER_GRANT } from '../machine-clients/workload.ts';
 import { supportedScopes } from '../scopes.ts';
+import { supportedGrantTypes } from './token.ts';
 
 /** RFC 8414 / OpenID Connect Discovery metadata; the same document at both well-known paths. */
 export function buildMetadata(config: IdpConfig): Record<string, unknown> {
@@ -23,14 +22,8 @@ export function buildMetadata(config: IdpConfig): Record<string, unknown> {
     response_types_supported: ['code'],
     response_modes_supported: ['query'],
     device_authorization_endpoint: `${i}/oauth/device_authorization`,
-    grant_types_supported: [
-      'authorization_code',
-      'refresh_token',
-      DEVICE_CODE_GRANT,
-      'client_credentials',
-      // Assertion grants (ID-JAGs, workload assertions for machine clients) when trusted issuers are configured.
-      ...(config.trustedIssuersFile === undefined ? [] : [JWT_BEARER_GRANT]),
-    ],
+    // The token endpoint's table of grants (assertion grants when trusted issuers are configured).
+    grant_types_supported: supportedGrantTypes(config),
     // MCP enterprise-managed authorization: ID-JAGs from the trusted `id-jag` issuers (the file is read on SIGHUP,
     // so the profile is listed whenever the file is configured).
     ...(config.trustedIssuersFile === undefined

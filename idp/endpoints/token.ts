@@ -1,8 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { PoolClient } from '../../lib/db.ts';
 import { readForm, sendJson } from '../../lib/http.ts';
 import { checkRegisteredGrant } from '../client-auth/grant-types.ts';
 import { authenticateClient } from '../client-auth/index.ts';
+import type { IdpConfig } from '../config.ts';
 import { servicesOf } from '../consent.ts';
 import type { Endpoint, Exchange, IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
@@ -22,8 +24,11 @@ import { CLIENT_CREDENTIALS, clientCredentialsGrant, MACHINE_CLIENT_TYPE } from 
 import { JWT_BEARER_GRANT, workloadClient } from '../machine-clients/workload.ts';
 import { grantTypeLabel } from '../metrics.ts';
 import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
+import type { Client } from '../store/clients.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
+import { GATEWAY_CLIENT_TYPE } from '../token-exchange/gateway-client.ts';
+import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from '../token-exchange/index.ts';
 import { newJti } from '../tokens/jwt.ts';
 import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
@@ -55,9 +60,177 @@ function presentedGrant(
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
 
 /**
- * POST /oauth/token: authorization_code, refresh_token and device_code grants, for public clients (client_id
- * only) and confidential ones (idp/client-auth), PKCE mandatory; client_credentials for machine clients
- * (idp/machine-clients); jwt-bearer with an ID-JAG (idp/id-jag) or a workload assertion.
+ * Who a token request comes from: a public client (client_id only), a confidential one (a client users sign in
+ * to that authenticates: a client secret or private_key_jwt), a machine client (idp/machine-clients), or the
+ * gateway's own client (PLATFORM_GATEWAY_CLIENT_SECRET, idp/token-exchange).
+ */
+export type ClientKind = 'public' | 'confidential' | 'machine' | 'gateway';
+
+const KIND_NAMES: Readonly<Record<ClientKind, string>> = {
+  public: 'a public client',
+  confidential: 'a confidential client',
+  machine: 'a machine client',
+  gateway: 'the gateway’s client',
+};
+
+export function clientKind(client: Client): ClientKind {
+  if (client.type === MACHINE_CLIENT_TYPE) return 'machine';
+  if (client.type === GATEWAY_CLIENT_TYPE) return 'gateway';
+  return (client.authMethod ?? 'none') === 'none' ? 'public' : 'confidential';
+}
+
+/** One token request as a grant's handler gets it: the client it stands for, checked against the grant's row. */
+export interface GrantRequest {
+  grantType: string;
+  form: Map<string, string>;
+  /** The authenticated client; undefined when the grant named its client itself (a workload assertion). */
+  client: Client | undefined;
+  clientId: string;
+  kind: ClientKind;
+  /** The DPoP proof's key thumbprint (what is issued is bound to it); undefined: no proof. */
+  jkt: string | undefined;
+  /** A workload assertion's issuer, when that assertion named the machine client. */
+  workloadIssuer?: string;
+}
+
+/** The client a grant stands for, when the grant names it itself (jwt-bearer's workload assertions). */
+type Identified = Pick<GrantRequest, 'client' | 'clientId' | 'kind' | 'workloadIssuer'>;
+
+interface GrantType {
+  /** Who may use the grant: the kinds of client (clientKind). */
+  clients: readonly ClientKind[];
+  /** Said in the unauthorized_client answer to any other client. */
+  for: string;
+  /** False: the grant is not offered (unsupported_grant_type), e.g. jwt-bearer without trusted issuers. */
+  enabled?: (config: IdpConfig) => boolean;
+  /** The grant needs an authenticated client: a request naming none is 401 invalid_client. */
+  authenticated?: true;
+  /** The client the request stands for when the grant can name it (default: the authenticated client). */
+  identify?: (
+    ctx: IdpContext,
+    form: Map<string, string>,
+    client: Client | undefined,
+    req: IncomingMessage,
+  ) => Promise<Identified | undefined>;
+  /** The grant reads `resource` itself (token exchange: a connection's URN); else it is checked as RFC 8707's. */
+  ownResource?: true;
+  handle: (ctx: IdpContext, x: Exchange, r: GrantRequest) => Promise<Record<string, unknown>>;
+}
+
+const USERS_CLIENTS: readonly ClientKind[] = ['public', 'confidential'];
+
+/**
+ * The token endpoint's grants, each once: its handler and who may use it. The endpoint authenticates the
+ * client, finds the grant's row, checks the client against it (clientMayUse) and dispatches.
+ */
+export const GRANTS: ReadonlyMap<string, GrantType> = new Map<string, GrantType>([
+  [
+    'authorization_code',
+    {
+      clients: USERS_CLIENTS,
+      for: 'clients users sign in to',
+      handle: (ctx, x, r) => authorizationCode(ctx, x, r.form, r.clientId, r.jkt),
+    },
+  ],
+  [
+    'refresh_token',
+    {
+      clients: USERS_CLIENTS,
+      for: 'clients users sign in to',
+      handle: (ctx, x, r) => refreshToken(ctx, x, r.form, r.clientId, r.jkt),
+    },
+  ],
+  [
+    DEVICE_CODE_GRANT,
+    {
+      clients: USERS_CLIENTS,
+      for: 'clients users sign in to',
+      handle: (ctx, x, r) => deviceCodeGrant(ctx, r.form, r.clientId, x.log, r.jkt),
+    },
+  ],
+  [
+    CLIENT_CREDENTIALS,
+    {
+      clients: ['machine'],
+      for: 'machine clients registered by an administrator',
+      handle: (ctx, x, r) => clientCredentialsGrant(ctx, x, r.form, r.clientId, r.jkt),
+    },
+  ],
+  [
+    // An ID-JAG (from an `id-jag` issuer) redeemed by an authenticated client that is not a machine client
+    // (idJagGrant refuses a public one), or a workload assertion, which names its machine client itself.
+    JWT_BEARER_GRANT,
+    {
+      clients: ['public', 'confidential', 'machine'],
+      for: 'clients that redeem an ID-JAG, and machine clients presenting a workload assertion',
+      enabled: (config) => config.trustedIssuersFile !== undefined,
+      identify: assertionClient,
+      handle: (ctx, x, r) =>
+        r.workloadIssuer !== undefined
+          ? clientCredentialsGrant(ctx, x, r.form, r.clientId, r.jkt, JWT_BEARER_GRANT, r.workloadIssuer)
+          : idJagGrant(ctx, x, r.form, r.client!, r.jkt),
+    },
+  ],
+  [
+    // RFC 8693 (idp/token-exchange, which decides by `resource`): the gateway's client for a user's connection; a
+    // machine client registered --may-act for a platform token naming it in `act`.
+    TOKEN_EXCHANGE_GRANT,
+    {
+      clients: ['gateway', 'machine'],
+      for: 'the gateway’s client and machine clients registered with --may-act',
+      authenticated: true,
+      ownResource: true,
+      handle: tokenExchangeGrant,
+    },
+  ],
+]);
+
+/** The grant types discovery lists (grant_types_supported): the table's rows that the configuration offers. */
+export function supportedGrantTypes(config: IdpConfig): string[] {
+  return [...GRANTS].filter(([, g]) => g.enabled?.(config) ?? true).map(([t]) => t);
+}
+
+/**
+ * jwt-bearer: an authenticated client that is not a machine client redeems an ID-JAG; otherwise the assertion
+ * must be a workload one, and names the machine client (which, when the request also authenticates one, must be
+ * the same).
+ */
+async function assertionClient(
+  ctx: IdpContext,
+  form: Map<string, string>,
+  client: Client | undefined,
+  req: IncomingMessage,
+): Promise<Identified> {
+  if (client && client.type !== MACHINE_CLIENT_TYPE)
+    return { client, clientId: client.clientId, kind: clientKind(client) };
+  if (assertionIssuer(ctx, form)?.kind === 'id-jag')
+    throw client
+      ? new UnauthorizedClientError('a machine client may not redeem an ID-JAG')
+      : new InvalidClientError(
+          'an ID-JAG is redeemed by an authenticated client: client authentication is missing',
+        );
+  // The request's address is counted for the key-set fetch this may cause (idp/outbound).
+  const workload = await workloadClient(ctx, form, req);
+  if (client && client.clientId !== workload.clientId)
+    throw new InvalidGrantError('the assertion stands for another machine client');
+  return { client, clientId: workload.clientId, kind: 'machine', workloadIssuer: workload.issuer };
+}
+
+/**
+ * The one place a client is checked against the grant it uses, before the grant runs: the grant's row names the
+ * kinds of client it is for.
+ */
+function clientMayUse(grant: GrantType, r: GrantRequest): void {
+  if (!grant.clients.includes(r.kind))
+    throw new UnauthorizedClientError(
+      `${KIND_NAMES[r.kind]} may not use grant_type=${r.grantType}: it is for ${grant.for}`,
+    );
+}
+
+/**
+ * POST /oauth/token: the client authenticated (idp/client-auth: none, client_secret_post/basic,
+ * private_key_jwt), its DPoP proof and `resource` checked, then the grant of GRANTS it asks for, if the client
+ * may use it.
  */
 export const token: Endpoint = async (ctx, x) => {
   // PLATFORM_DPOP_NONCE=on: every answer, success or error, carries the nonce to use next (RFC 9449 §8).
@@ -66,55 +239,37 @@ export const token: Endpoint = async (ctx, x) => {
   const grantType = form.get('grant_type');
   // The client-authentication edge (idp/client-auth): none, client_secret_post/basic, private_key_jwt.
   const client = await authenticateClient(ctx, x, form);
+  const found = grantType === undefined ? undefined : GRANTS.get(grantType);
+  const grant = found && (found.enabled?.(ctx.config) ?? true) ? found : undefined;
+  // The client's own registration (RFC 7591 grant_types) first: before a grant names its client or fetches a key.
   checkRegisteredGrant(client, grantType);
-  // jwt-bearer (trusted issuers configured): an ID-JAG (from an `id-jag` issuer) redeemed by the authenticated
-  // client that is not a machine client, or a workload assertion, which names its machine client itself.
-  const assertion = grantType === JWT_BEARER_GRANT && ctx.trustedIssuers !== undefined;
-  const idJag = assertion && client !== undefined && client.type !== MACHINE_CLIENT_TYPE;
-  if (assertion && !idJag && assertionIssuer(ctx, form)?.kind === 'id-jag')
-    throw client
-      ? new UnauthorizedClientError('a machine client may not redeem an ID-JAG')
-      : new InvalidClientError(
-          'an ID-JAG is redeemed by an authenticated client: client authentication is missing',
-        );
-  const workload = assertion && !idJag ? await workloadClient(ctx, form, x.req) : undefined;
-  if (workload && client && client.clientId !== workload.clientId)
-    throw new InvalidGrantError('the assertion stands for another machine client');
-  const clientId = client?.clientId ?? workload?.clientId;
-  if (!clientId) throw new InvalidRequestError('client_id is required (or client authentication)');
+  const who: Identified | undefined = grant?.identify
+    ? await grant.identify(ctx, form, client, x.req)
+    : client && { client, clientId: client.clientId, kind: clientKind(client) };
+  if (!who) {
+    if (grant?.authenticated)
+      throw new InvalidClientError(`grant_type=${grantType} needs client authentication`);
+    throw new InvalidRequestError('client_id is required (or client authentication)');
+  }
+  const clientId = who.clientId;
   // DPoP (idp/dpop): a valid proof binds what this request issues to its key; jkt undefined: no proof.
   const jkt = await ctx.dpop.tokenProof(x);
-  if (!jkt && client?.dpopBoundAccessTokens)
+  if (!jkt && who.client?.dpopBoundAccessTokens)
     throw new OAuthError(
       'invalid_dpop_proof',
       'this client is registered with dpop_bound_access_tokens: a DPoP proof is required',
     );
-  await checkTokenResource(ctx, form, grantType, clientId);
+  // RFC 8707's resource, bound to what a code or refresh token was granted for (resource.ts); token exchange reads
+  // its own (a connection's URN).
+  if (!grant?.ownResource) await checkTokenResource(ctx, form, grantType, clientId);
+  if (!grantType) throw new InvalidRequestError('grant_type is missing');
+  if (!grant) throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
+  const request: GrantRequest = { grantType, form, ...who, jkt };
+  clientMayUse(grant, request);
 
-  // A machine client gets tokens with client_credentials (or a workload assertion) only; no other client may
-  // use client_credentials.
-  const machine = workload !== undefined || client?.type === MACHINE_CLIENT_TYPE;
-  if (
-    grantType &&
-    (machine ? grantType !== CLIENT_CREDENTIALS && !workload : grantType === CLIENT_CREDENTIALS)
-  )
-    throw new UnauthorizedClientError(
-      machine
-        ? 'a machine client may use only grant_type=client_credentials (or a workload assertion)'
-        : 'client_credentials is for machine clients registered by an administrator',
-    );
   let body: Record<string, unknown>;
   try {
-    if (idJag) body = await idJagGrant(ctx, x, form, client, jkt);
-    else if (workload)
-      body = await clientCredentialsGrant(ctx, x, form, clientId, jkt, JWT_BEARER_GRANT, workload.issuer);
-    else if (grantType === CLIENT_CREDENTIALS)
-      body = await clientCredentialsGrant(ctx, x, form, clientId, jkt);
-    else if (grantType === 'authorization_code') body = await authorizationCode(ctx, x, form, clientId, jkt);
-    else if (grantType === 'refresh_token') body = await refreshToken(ctx, x, form, clientId, jkt);
-    else if (grantType === DEVICE_CODE_GRANT) body = await deviceCodeGrant(ctx, form, clientId, x.log, jkt);
-    else if (!grantType) throw new InvalidRequestError('grant_type is missing');
-    else throw new UnsupportedGrantTypeError(`grant_type ${grantType} is not supported`);
+    body = await grant.handle(ctx, x, request);
   } catch (err) {
     const outcome = err instanceof OAuthError ? err.error : 'server_error';
     ctx.metrics?.grants.inc({ grant_type: grantTypeLabel(grantType), outcome });

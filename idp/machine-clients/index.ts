@@ -27,6 +27,8 @@ export interface NewMachineClient {
   services: string[];
   workloadIssuer?: string;
   workloadSubject?: string;
+  /** May exchange a user's access token for one naming it in `act` (idp/token-exchange, delegation). */
+  mayAct: boolean;
 }
 
 /** The admin API body of `POST /admin/api/clients`, checked; every problem is 400 invalid_request. */
@@ -70,12 +72,15 @@ export function parseNewMachineClient(
     throw bad('workload_issuer must be 1-512 printable characters');
   if (ws !== undefined && (typeof ws !== 'string' || !SUBJECT.test(ws)))
     throw bad('workload_subject must be 1-512 printable characters');
+  if (body.may_act !== undefined && typeof body.may_act !== 'boolean')
+    throw bad('may_act must be true or false');
   return {
     name,
     ...(jwksUri ? { jwksUri } : { jwks: body.jwks }),
     email,
     services: [...new Set(asked as string[])],
     ...(wi !== undefined ? { workloadIssuer: wi as string, workloadSubject: ws as string } : {}),
+    mayAct: body.may_act === true,
   };
 }
 
@@ -95,9 +100,10 @@ export async function addMachineClient(ctx: IdpContext, c: NewMachineClient, by:
     );
     try {
       await tx.query(
-        `INSERT INTO platform.machine_clients (client_id, email, services, workload_issuer, workload_subject, created_by)
-         VALUES ($1, $2, $3, $4, $5, $6)`,
-        [clientId, c.email, c.services, c.workloadIssuer ?? null, c.workloadSubject ?? null, by],
+        `INSERT INTO platform.machine_clients
+                (client_id, email, services, workload_issuer, workload_subject, created_by, may_act)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        [clientId, c.email, c.services, c.workloadIssuer ?? null, c.workloadSubject ?? null, by, c.mayAct],
       );
     } catch (err) {
       if ((err as { code?: string }).code === '23505')

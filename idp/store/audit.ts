@@ -21,7 +21,12 @@ export interface AuditItem {
   expires_at: string | null;
   /** admin: what was acted on (a jti, an email, a sign-in id, …); refused: the OAuth error answered. */
   target: string | null;
-  /** admin: the answer given; refused: {"source", "reason"}; issued for an assertion: {"assertion_issuer"}; a connection's row: {"connection"}. */
+  /**
+   * admin: the answer given; refused: {"source", "reason"}; issued for an assertion: {"assertion_issuer"}; issued by
+   * a token exchange: {"subject_jti", "connection"?} (the token it was exchanged from; the connection, for the
+   * gateway's exchange, whose upstream token is never recorded); a connection's own row (connect, refresh,
+   * disconnect): {"connection"}.
+   */
   detail: Record<string, unknown> | null;
   request_id: string | null;
 }
@@ -87,9 +92,9 @@ export const AUDIT_QUERY = `
       ORDER BY at DESC, id DESC LIMIT $10)
     UNION ALL
     (SELECT 'i', id, issued_at, 'issued', email, subject, client_id, grant_type, jti::text, scope, expires_at,
-            NULL, CASE WHEN assertion_issuer IS NOT NULL
-                       THEN jsonb_build_object('assertion_issuer', assertion_issuer)
-                       WHEN connection IS NOT NULL THEN jsonb_build_object('connection', connection) END, NULL
+            NULL, CASE WHEN assertion_issuer IS NOT NULL OR subject_jti IS NOT NULL OR connection IS NOT NULL
+                       THEN jsonb_strip_nulls(jsonb_build_object('assertion_issuer', assertion_issuer,
+                              'subject_jti', subject_jti, 'connection', connection)) END, NULL
        FROM platform.issuance_audit
       WHERE ($1::text IS NULL OR email = $1)
         AND ($2::text IS NULL OR client_id = $2)

@@ -60,16 +60,24 @@ const fromMetadata = (m: MetadataClient): Client => ({
 });
 
 /**
- * Clients by id: an `https://` client_id is a metadata document (fetched and validated, `invalid_client` with
- * the reason when that fails); any other is a row of platform.oauth_clients (built-in or registered). A
- * metadata-document client gets a row (type `metadata`) only when a user approves it; authorization always
- * decides by the document, never by that row.
+ * Clients by id: a configured client (PLATFORM_GATEWAY_CLIENT_SECRET's `platform-gateway`); an `https://`
+ * client_id is a metadata document (fetched and validated, `invalid_client` with the reason when that fails); any
+ * other is a row of platform.oauth_clients (built-in or registered). A metadata-document client gets a row (type
+ * `metadata`) only when a user approves it; authorization always decides by the document, never by that row.
  */
-export function createClientStore(pool: Pool, metadata?: MetadataClients): ClientStore {
+export function createClientStore(
+  pool: Pool,
+  metadata?: MetadataClients,
+  /** Clients that exist by configuration, never stored (the gateway's own client); they win over any row. */
+  configured: readonly Client[] = [],
+): ClientStore {
   // Clients change rarely and are read on every authorize, token and revoke request.
   const cache = new Map<string, { client: Client; until: number }>();
+  const fixed = new Map(configured.map((c) => [c.clientId, c]));
   return {
     async find(clientId, beforeFetch) {
+      const own = fixed.get(clientId);
+      if (own) return own;
       if (metadata && isMetadataClientId(clientId)) {
         if (beforeFetch) return fromMetadata(await metadata.get(clientId, beforeFetch));
         const hit = metadata.cached(clientId);

@@ -22,6 +22,14 @@ export interface AccessTokenClaims {
   ent?: Record<string, string[]>;
   /** More entities than PLATFORM_ENT_MAX: no `ent`, and services that enforce entity grants refuse them all. */
   ent_overflow?: true;
+  /** RFC 8693 §4.1: the machine client acting for the user (a token exchange), an earlier actor nested inside. */
+  act?: Actor;
+}
+
+/** An `act` claim: who acts; `act` inside it, who acted before (RFC 8693 §4.1). */
+export interface Actor {
+  sub: string;
+  act?: Actor;
 }
 
 export interface IdTokenClaims {
