@@ -125,8 +125,10 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
     if (err instanceof InvalidBearerRequestError)
       headers['www-authenticate'] = `Bearer error="invalid_request"`;
-    if (err instanceof DpopTokenError)
+    if (err instanceof DpopTokenError) {
       headers['www-authenticate'] = `DPoP error="${err.error}", ${DPOP_ALGS}`;
+      if (err.nonce !== undefined) headers['dpop-nonce'] = err.nonce;
+    }
     return sendJson(res, err.status, { error: err.error, error_description: err.message }, headers);
   }
   if (isDatabaseUnavailable(err)) {
