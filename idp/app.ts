@@ -111,6 +111,8 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
   }
   if (err instanceof HttpInputError) {
     log.warn({ reason: err.message }, 'bad request');
+    // A body too slow or too large is not read further: the connection ends with this answer.
+    if (err.status === 408 || err.status === 413) headers.connection = 'close';
     return sendJson(res, err.status, { error: 'invalid_request', error_description: err.message }, headers);
   }
   if (err instanceof OAuthError) {
