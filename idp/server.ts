@@ -148,12 +148,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   let keyRing: KeyRing | undefined;
   try {
     keyRing = await createKeyRing({ config, pool, redis, log: log.child({ component: 'keys' }) });
-    // The secret the replicas share for the CSRF and DPoP-nonce keys: the configured private key as before, or
-    // (rotation without one) the key-encryption secret, under labels of its own.
+    // The secret the replicas share for the CSRF, sign-in-marker and DPoP-nonce keys. With rotation, the
+    // key-encryption secret, under labels of its own: never a signing key, which an emergency rotation withdraws
+    // as leaked while PLATFORM_OIDC_PRIVATE_KEY may stay mounted (whoever holds the leaked key could otherwise
+    // make nonces ahead of time or forge those tokens). Static keys: the configured private key, as before.
     const shared = (label: string) =>
-      config.privateKey !== undefined
-        ? createHmac('sha256', config.privateKey).update(label).digest()
-        : deriveKey(config.keyRotation!.encryptionKey, label);
+      config.keyRotation !== undefined
+        ? deriveKey(config.keyRotation.encryptionKey, label)
+        : createHmac('sha256', config.privateKey!).update(label).digest();
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
       log.warn(
