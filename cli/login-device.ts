@@ -32,10 +32,10 @@ export async function loginWithDevice(
       `${metadata.issuer} does not offer the device flow; use \`platform login\``,
     );
   }
-  // Every scope the issuer offers but the administrative ones, which the device flow never grants (asking for
-  // them would only put a warning on the verification page).
+  // `--scope` as the browser login takes it; else every scope the issuer offers but the administrative ones,
+  // which the device flow never grants (asking for them would only put a warning on the verification page).
   const offered = metadata.scopes_supported?.filter((s) => !ADMIN_POWER_SCOPES.includes(s)).join(' ');
-  const scope = opts.scope ?? (offered || FALLBACK_SCOPE);
+  const scope = opts.scope ?? config.scope ?? (offered || FALLBACK_SCOPE);
   const dpop = await keyForLogin(config.dpop, metadata, io.err);
   const start = await oidc.initiateDeviceAuthorization(server, { scope }).catch((err: unknown) => {
     throw new CliError(

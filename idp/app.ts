@@ -111,6 +111,8 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
   }
   if (err instanceof HttpInputError) {
     log.warn({ reason: err.message }, 'bad request');
+    // A body too slow or too large is not read further: the connection ends with this answer.
+    if (err.status === 408 || err.status === 413) headers.connection = 'close';
     return sendJson(res, err.status, { error: 'invalid_request', error_description: err.message }, headers);
   }
   if (err instanceof OAuthError) {
@@ -125,8 +127,10 @@ function respondError(res: ServerResponse, err: unknown, log: Logger): void {
     if (err.error === 'invalid_client') headers['www-authenticate'] = 'Bearer';
     if (err instanceof InvalidBearerRequestError)
       headers['www-authenticate'] = `Bearer error="invalid_request"`;
-    if (err instanceof DpopTokenError)
+    if (err instanceof DpopTokenError) {
       headers['www-authenticate'] = `DPoP error="${err.error}", ${DPOP_ALGS}`;
+      if (err.nonce !== undefined) headers['dpop-nonce'] = err.nonce;
+    }
     return sendJson(
       res,
       err.status,

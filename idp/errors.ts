@@ -143,10 +143,18 @@ export class AuthorizePageError extends Error {
 
 /**
  * A DPoP problem at a protected route of the provider (userinfo, admin API; RFC 9449 §7.1): 401 with
- * `WWW-Authenticate: DPoP error="…", algs="…"`. `invalid_token` also for a DPoP-bound token sent as Bearer.
+ * `WWW-Authenticate: DPoP error="…", algs="…"`. `invalid_token` also for a DPoP-bound token sent as Bearer;
+ * `use_dpop_nonce` with a fresh `DPoP-Nonce` (RFC 9449 §9) when PLATFORM_DPOP_NONCE is on.
  */
 export class DpopTokenError extends OAuthError {
-  constructor(error: 'invalid_token' | 'invalid_dpop_proof', description: string) {
+  /** `use_dpop_nonce` (PLATFORM_DPOP_NONCE=on): the nonce the next proof must carry, sent as `DPoP-Nonce`. */
+  readonly nonce: string | undefined;
+  constructor(
+    error: 'invalid_token' | 'invalid_dpop_proof' | 'use_dpop_nonce',
+    description: string,
+    nonce?: string,
+  ) {
     super(error, description, 401);
+    this.nonce = nonce;
   }
 }

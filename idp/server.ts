@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
+import { DEFAULT_BODY_TIMEOUT_MS } from '../lib/http.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -39,6 +40,24 @@ import { createRefusalStore } from './store/refusals.ts';
 import { createSessionStore } from './store/sessions.ts';
 import { gatewayClient } from './token-exchange/gateway-client.ts';
 import { TrustedIssuers } from './trusted-issuers/index.ts';
+
+/**
+ * A request answered before its body arrived whole (refused before reading it: no bearer at the admin API, a
+ * 405, a rate limit) ends its connection with the answer, rather than Node reading the rest of a trickled body
+ * into the void for as long as the sender likes and keeping the connection.
+ */
+function closeUnreadBodies(handler: Handler): Handler {
+  return (req, res) => {
+    const writeHead = res.writeHead;
+    // Every answer's head goes through writeHead (res.end without it too); `Connection: close` then tells the
+    // client not to reuse the connection, and Node ends it after the answer.
+    res.writeHead = ((...args: Parameters<typeof writeHead>) => {
+      if (!req.complete) res.shouldKeepAlive = false;
+      return writeHead.apply(res, args);
+    }) as typeof writeHead;
+    handler(req, res);
+  };
+}
 
 export interface RunningIdp {
   server: Server;
@@ -141,12 +160,14 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
   let keyRing: KeyRing | undefined;
   try {
     keyRing = await createKeyRing({ config, pool, redis, log: log.child({ component: 'keys' }) });
-    // The secret the replicas share for the CSRF and DPoP-nonce keys: the configured private key as before, or
-    // (rotation without one) the key-encryption secret, under labels of its own.
+    // The secret the replicas share for the CSRF, sign-in-marker and DPoP-nonce keys. With rotation, the
+    // key-encryption secret, under labels of its own: never a signing key, which an emergency rotation withdraws
+    // as leaked while PLATFORM_OIDC_PRIVATE_KEY may stay mounted (whoever holds the leaked key could otherwise
+    // make nonces ahead of time or forge those tokens). Static keys: the configured private key, as before.
     const shared = (label: string) =>
-      config.privateKey !== undefined
-        ? createHmac('sha256', config.privateKey).update(label).digest()
-        : deriveKey(config.keyRotation!.encryptionKey, label);
+      config.keyRotation !== undefined
+        ? deriveKey(config.keyRotation.encryptionKey, label)
+        : createHmac('sha256', config.privateKey!).update(label).digest();
     const idType = await usersIdType(pool, config.authjs.usersTable);
     if (!idType)
       log.warn(
@@ -251,9 +272,19 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       : createIdpHandler(ctx, log);
     const paths = new Set(routes(config).keys());
     const server = createServer(
-      { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },
-      withResponseHeaders(
-        deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
+      {
+        // Slow senders, as at the gateway: the head within 10 s (Node answers 408 and closes), checked every
+        // second rather than Node's default 30 s; a body within DEFAULT_BODY_TIMEOUT_MS of being read (lib/http.ts
+        // readBody: 408, connection closed); requestTimeout is only the backstop over both.
+        headersTimeout: 10_000,
+        requestTimeout: 10_000 + DEFAULT_BODY_TIMEOUT_MS + 1000,
+        connectionsCheckingInterval: 1000,
+        maxHeaderSize: 16 * 1024,
+      },
+      closeUnreadBodies(
+        withResponseHeaders(
+          deps.metrics ? instrument(idpHandler, deps.metrics.http, idpRouteOf(paths)) : idpHandler,
+        ),
       ),
     );
     server.keepAliveTimeout = 65_000;

@@ -12,24 +12,51 @@ export class HttpInputError extends Error {
 }
 
 export const DEFAULT_BODY_LIMIT = 64 * 1024;
+/**
+ * How long a body may take to arrive whole once it is being read: a sender trickling one (anonymously, at the
+ * token or registration endpoint) must not hold a connection and a request for long. The answer is 408, and
+ * the server closes the connection (the unread rest of the body is never waited for).
+ */
+export const DEFAULT_BODY_TIMEOUT_MS = 10_000;
 
-export async function readBody(req: IncomingMessage, limit = DEFAULT_BODY_LIMIT): Promise<Buffer> {
+export function readBody(
+  req: IncomingMessage,
+  limit = DEFAULT_BODY_LIMIT,
+  timeoutMs = DEFAULT_BODY_TIMEOUT_MS,
+): Promise<Buffer> {
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     req.resume();
-    throw new HttpInputError(413, `request body exceeds ${limit} bytes`);
+    return Promise.reject(new HttpInputError(413, `request body exceeds ${limit} bytes`));
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) {
-      req.resume();
-      throw new HttpInputError(413, `request body exceeds ${limit} bytes`);
-    }
-    chunks.push(chunk as Buffer);
-  }
-  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = (err?: Error) => {
+      clearTimeout(timer);
+      req.off('data', onData).off('end', onEnd).off('error', stop);
+      if (err) reject(err);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stop(new HttpInputError(413, `request body exceeds ${limit} bytes`));
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+    };
+    const timer = setTimeout(
+      () =>
+        stop(new HttpInputError(408, `the request body did not arrive whole within ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
+    req.on('data', onData).on('end', onEnd).on('error', stop);
+  });
 }
 
 /** The request's media type, lowercased, without parameters ('' when there is no Content-Type). */

@@ -1,3 +1,4 @@
+import { parseIsoTime } from '../../lib/iso-time.ts';
 import { CliError } from '../client/errors.ts';
 
 /** Rows as aligned columns under a header; a missing value shows as `-`. */
@@ -32,15 +33,15 @@ export function parseTime(option: string, value: string, now = Date.now()): stri
     const unit = { s: 1, m: 60, h: 3600, d: 86_400 }[span[2] as 's' | 'm' | 'h' | 'd'];
     return new Date(now - Number(span[1]) * unit * 1000).toISOString();
   }
-  const t = /^\d{4}-\d{2}-\d{2}/.test(value.trim()) ? Date.parse(value.trim()) : Number.NaN;
-  if (Number.isNaN(t)) {
+  const t = parseIsoTime(value.trim());
+  if (!t) {
     throw new CliError(
       'USAGE',
       `${option} must be an ISO 8601 time (2026-11-23, 2026-11-23T14:00:00Z) or a span back from now (30m, 2h, 7d), got "${value}"`,
       { exitCode: 2 },
     );
   }
-  return new Date(t).toISOString();
+  return t.toISOString();
 }
 
 /** A whole number within bounds for an option, else a usage error naming it. */

@@ -1,6 +1,5 @@
 import {
-  DPOP_FUTURE_LEEWAY_SECONDS,
-  DPOP_MAX_AGE_SECONDS,
+  DPOP_JTI_RETENTION_SECONDS,
   type DpopNonces,
   DpopProofError,
   type DpopReplayStore,
@@ -12,12 +11,6 @@ import type { VerifiedToken } from '../auth/verified-token.ts';
 
 /** The proof algorithms the gateway accepts (asymmetric only); named in every 401's `DPoP algs="…"`. */
 export const GATEWAY_DPOP_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
-
-/**
- * How long a proof's jti is remembered: past this its `iat` is out of the window (60 s back, 5 s ahead), so the
- * proof is refused by age alone. One second more for the rounding of `iat`.
- */
-export const REPLAY_TTL_SECONDS = DPOP_MAX_AGE_SECONDS + DPOP_FUTURE_LEEWAY_SECONDS + 1;
 
 /**
  * 401 INVALID_TOKEN for a DPoP request whose proof is missing or refused: `dpopError` goes into the DPoP
@@ -89,7 +82,7 @@ export function createDpopCheck(deps: DpopCheckDeps): DpopCheck {
         'invalid_dpop_proof',
         'the DPoP proof key is not the key the token is bound to',
       );
-    if (!(await replay.firstUse(jti, jkt, REPLAY_TTL_SECONDS)))
+    if (!(await replay.firstUse(jti, jkt, DPOP_JTI_RETENTION_SECONDS)))
       throw new DpopRefusedError('invalid_dpop_proof', 'the DPoP proof has been used before');
   }
 

@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
+import { parseIsoTime } from '../../lib/iso-time.ts';
 import { isServiceName } from '../../lib/service-name.ts';
 import { InvalidRequestError } from '../errors.ts';
 import {
@@ -107,9 +108,9 @@ function auditFilter(q: Map<string, string>): AuditFilter {
 function time(q: Map<string, string>, name: string): Date | undefined {
   const v = q.get(name);
   if (v === undefined) return undefined;
-  const t = /^\d{4}-\d{2}-\d{2}/.test(v) ? Date.parse(v) : Number.NaN;
-  if (Number.isNaN(t)) throw new InvalidRequestError(`${name} must be an ISO 8601 date or time, got "${v}"`);
-  return new Date(t);
+  const t = parseIsoTime(v);
+  if (!t) throw new InvalidRequestError(`${name} must be an ISO 8601 date or time, got "${v}"`);
+  return t;
 }
 
 function count(v: string | undefined, max: number): number | undefined {

@@ -18,7 +18,8 @@ export interface AdminIdentity {
  * The admin API's token check, in order: a platform access token signed by one of this provider's keys,
  * for its issuer and audience, unexpired (else 401); as DPoP with a valid proof by its key when DPoP-bound,
  * else as Bearer (401); not revoked — jti, subject or email cut-off (401);
- * scope `platform:admin` (else 403); an email in PLATFORM_ADMIN_EMAILS now (else 403: a token minted before
+ * scope `platform:admin` (else 403), in a DPoP-bound token while PLATFORM_ADMIN_REQUIRE_DPOP is on (else 403:
+ * the unbound admin tokens issued before the switch was turned on); an email in PLATFORM_ADMIN_EMAILS now (else 403: a token minted before
  * someone was removed from the list stops working at the next restart with the new list).
  */
 export async function authenticateAdmin(ctx: IdpContext, x: Exchange): Promise<AdminIdentity> {
@@ -39,6 +40,11 @@ export async function authenticateAdmin(ctx: IdpContext, x: Exchange): Promise<A
   if (await ctx.revocation.isRevoked(claims)) throw new InvalidTokenError('the access token is revoked');
   const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
   if (!scopes.includes(ADMIN_SCOPE)) throw new InsufficientScopeError(`the token lacks scope ${ADMIN_SCOPE}`);
+  // PLATFORM_ADMIN_REQUIRE_DPOP=on also cuts the unbound admin tokens issued before it was turned on.
+  if (ctx.config.adminRequireDpop && claims.cnf?.jkt === undefined)
+    throw new InsufficientScopeError(
+      `PLATFORM_ADMIN_REQUIRE_DPOP is on: ${ADMIN_SCOPE} needs a DPoP-bound token (sign in again without --no-dpop)`,
+    );
   const email = claims.email.trim().toLowerCase();
   if (!ctx.config.adminEmails.has(email))
     throw new InsufficientScopeError(`${email} is not an administrator`);

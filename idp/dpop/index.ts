@@ -1,8 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import {
   DPOP_ALGORITHMS,
-  DPOP_FUTURE_LEEWAY_SECONDS,
-  DPOP_MAX_AGE_SECONDS,
+  DPOP_JTI_RETENTION_SECONDS,
   DpopNonces,
   DpopProofError,
   type DpopReplayStore,
@@ -14,8 +13,6 @@ import { DpopTokenError, OAuthError, TemporarilyUnavailableError } from '../erro
 
 /** What the provider accepts a proof signed with (discovery's dpop_signing_alg_values_supported). */
 export const IDP_DPOP_ALGORITHMS: readonly string[] = DPOP_ALGORITHMS;
-/** A jti is remembered for as long as its proof could be accepted. */
-const JTI_TTL_SECONDS = DPOP_MAX_AGE_SECONDS + DPOP_FUTURE_LEEWAY_SECONDS;
 
 /** The provider's side of DPoP (RFC 9449): proofs at the token endpoint and at its protected routes. */
 export interface IdpDpop {
@@ -29,7 +26,8 @@ export interface IdpDpop {
   /**
    * A protected route (userinfo, admin API): `scheme` as the Authorization header gave it, the token's
    * `cnf.jkt`. DPoP needs a bound token and a proof (htu this URL, ath the token) by its key; a bound token
-   * sent as Bearer is refused. 401 `invalid_token` / `invalid_dpop_proof` with a DPoP challenge.
+   * sent as Bearer is refused. 401 `invalid_token` / `invalid_dpop_proof` with a DPoP challenge, or
+   * `use_dpop_nonce` with a `DPoP-Nonce` (PLATFORM_DPOP_NONCE=on, as at the token endpoint).
    */
   checkSender(
     x: Exchange,
@@ -43,7 +41,7 @@ export function createIdpDpop(config: IdpConfig, replay: DpopReplayStore, nonceK
 
   async function firstUse(jti: string, jkt: string): Promise<boolean> {
     try {
-      return await replay.firstUse(jti, jkt, JTI_TTL_SECONDS);
+      return await replay.firstUse(jti, jkt, DPOP_JTI_RETENTION_SECONDS);
     } catch {
       // Fail closed: a proof whose single use cannot be recorded is not accepted.
       throw new TemporarilyUnavailableError('DPoP proofs cannot be checked right now; retry shortly');
@@ -94,10 +92,15 @@ export function createIdpDpop(config: IdpConfig, replay: DpopReplayStore, nonceK
           method: x.req.method ?? '',
           url: `${config.issuer}${x.url.pathname}`,
           accessToken: o.token,
+          // PLATFORM_DPOP_NONCE applies wherever the provider checks a proof (RFC 9449 §9 at a resource).
+          nonceValid,
           algorithms: IDP_DPOP_ALGORITHMS,
         });
       } catch (err) {
-        if (err instanceof DpopProofError) throw new DpopTokenError('invalid_dpop_proof', err.message);
+        if (err instanceof DpopProofError)
+          throw err.reason === 'use_dpop_nonce'
+            ? new DpopTokenError('use_dpop_nonce', err.message, nonces?.issueNonce())
+            : new DpopTokenError('invalid_dpop_proof', err.message);
         throw err;
       }
       if (proof.jkt !== o.jkt)
@@ -107,6 +110,8 @@ export function createIdpDpop(config: IdpConfig, replay: DpopReplayStore, nonceK
         );
       if (!(await firstUse(proof.jti, proof.jkt)))
         throw new DpopTokenError('invalid_dpop_proof', 'the DPoP proof was already used (jti)');
+      // A fresh nonce for the client's next proof, as every token answer carries (RFC 9449 §8.2).
+      if (nonces) x.res.setHeader('dpop-nonce', nonces.issueNonce());
     },
   };
 }

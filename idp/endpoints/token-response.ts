@@ -52,8 +52,10 @@ function signedResponse(ctx: IdpContext, o: TokenResponseOptions): Record<string
     o.scope,
     adminPowers(ctx.config, { email: grant.email, clientId: grant.clientId }),
   );
-  // PLATFORM_ADMIN_REQUIRE_DPOP=on: an administrator's power only in a token a thief cannot use without the key.
-  if (ctx.config.adminRequireDpop && !dpopJkt)
+  // PLATFORM_ADMIN_REQUIRE_DPOP=on: an administrator's power only on a sign-in bound from its start to one key
+  // (the family's key, grant.dpopJkt), never on this response's key alone: an unbound (Bearer or --no-dpop)
+  // sign-in's refresh token presented with a proof by any key — a thief's — must not gain platform:admin.
+  if (ctx.config.adminRequireDpop && !(grant.dpopJkt && grant.dpopJkt === dpopJkt))
     scope = scope
       .split(' ')
       .filter((s) => s !== ADMIN_SCOPE)

@@ -149,21 +149,26 @@ export function createEntityGrants(opts: {
       // rows are locked in id order, as every issuance locks them: in its index's order (read before write) the
       // DELETE could hold one row while an issuance, reading in the heap's order, held the other, and Postgres
       // would abort one of the two (test/idp/rotation-entity-grants.test.ts forces it).
-      const { rowCount } = await pool.query(
+      const { rows: deleted } = await pool.query<{ permission: EntityPermission }>(
         `DELETE FROM platform.entity_grants WHERE id IN (
            SELECT id FROM platform.entity_grants
             WHERE entity = $1 AND ($2::text IS NULL OR permission = $2) AND ${from.email !== undefined ? 'email' : 'role'} = $3
-            ORDER BY id FOR UPDATE)`,
+            ORDER BY id FOR UPDATE)
+         RETURNING permission`,
         [entity, permission ?? null, from.email ?? from.role],
       );
-      const lost: EntityPermission[] = permission ? [permission] : [...ENTITY_PERMISSIONS];
+      // Only what was removed is lost: an ungrant that removed nothing (or only `read`) cuts no one for it.
+      const lost = ENTITY_PERMISSIONS.filter((p) => deleted.some((d) => d.permission === p));
       // Those who may hold a live token (narrowed to the email for an email grant, to the role's members for a
       // role grant) and no longer hold every withdrawn permission: their tokens are cut. Others keep theirs.
-      const { rows } = await pool.query<{ user_id: string; subject: string; email: string }>(
-        `SELECT DISTINCT user_id, subject, email FROM platform.issuance_audit
-          WHERE issued_at > now() - make_interval(secs => $1) AND ($2::text IS NULL OR email = $2)`,
-        [ACCESS_TOKEN_WINDOW_SECONDS, from.email ?? null],
-      );
+      const { rows } =
+        lost.length === 0
+          ? { rows: [] }
+          : await pool.query<{ user_id: string; subject: string; email: string }>(
+              `SELECT DISTINCT user_id, subject, email FROM platform.issuance_audit
+                WHERE issued_at > now() - make_interval(secs => $1) AND ($2::text IS NULL OR email = $2)`,
+              [ACCESS_TOKEN_WINDOW_SECONDS, from.email ?? null],
+            );
       const losing = new Map<string, string[]>(); // email → subjects
       for (const r of rows) {
         const user = { userId: r.user_id, email: r.email };
@@ -184,7 +189,7 @@ export function createEntityGrants(opts: {
          VALUES ('ungrant', $1, $2, $3, $4, $5, $6)`,
         [entity, permission ?? null, from.email ?? null, from.role ?? null, actor, subjects],
       );
-      return { removed: rowCount ?? 0, cutoff, subjects };
+      return { removed: deleted.length, cutoff, subjects };
     },
 
     async list() {

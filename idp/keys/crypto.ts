@@ -1,4 +1,11 @@
-import { createCipheriv, createDecipheriv, hkdfSync, randomBytes } from 'node:crypto';
+import {
+  createCipheriv,
+  createDecipheriv,
+  createHmac,
+  hkdfSync,
+  randomBytes,
+  timingSafeEqual,
+} from 'node:crypto';
 
 // The private parts of rotated signing keys are stored encrypted (docs/idp.md § Signing-key rotation):
 // AES-256-GCM under a key derived with HKDF-SHA256 from PLATFORM_KEY_ENCRYPTION_KEY. The kid is the
@@ -11,9 +18,9 @@ const TAG_BYTES = 16;
 const SALT = 'platform-idp';
 
 export class KeyDecryptionError extends Error {
-  constructor(kid: string) {
+  constructor(kid: string, what = 'does not decrypt') {
     super(
-      `the stored private key of "${kid}" does not decrypt: a different PLATFORM_KEY_ENCRYPTION_KEY sealed it, or it was altered`,
+      `the stored private key of "${kid}" ${what}: a different PLATFORM_KEY_ENCRYPTION_KEY sealed it, or it was altered`,
     );
     this.name = 'KeyDecryptionError';
   }
@@ -54,5 +61,37 @@ export class KeySealer {
     } catch {
       throw new KeyDecryptionError(kid);
     }
+  }
+}
+
+/** A key's schedule as the MAC covers it (times in ms since the epoch). */
+export interface ScheduleFields {
+  kid: string;
+  publishAt: number;
+  activateAt: number;
+  withdrawnAt: number | undefined;
+}
+
+/**
+ * The schedule's seal (migration 140): HMAC-SHA256 under a key derived from PLATFORM_KEY_ENCRYPTION_KEY over the
+ * kid and the three times, so whoever can write the table but lacks the secret cannot re-publish a withdrawn key
+ * or move a key's activation (the private key's own seal covers only the kid).
+ */
+export class ScheduleMac {
+  readonly #key: Buffer;
+
+  constructor(secret: string) {
+    this.#key = deriveKey(secret, 'platform-idp signing-key schedule mac v1');
+  }
+
+  mac(f: ScheduleFields): Buffer {
+    return createHmac('sha256', this.#key)
+      .update(`v1\n${f.kid}\n${f.publishAt}\n${f.activateAt}\n${f.withdrawnAt ?? ''}`)
+      .digest();
+  }
+
+  valid(f: ScheduleFields, mac: Buffer): boolean {
+    const want = this.mac(f);
+    return mac.length === want.length && timingSafeEqual(mac, want);
   }
 }

@@ -8,7 +8,7 @@ import type { KeyRotationConfig } from '../config.ts';
 import { createAdminAuditStore } from '../store/admin-audit.ts';
 import { JwtSigner } from '../tokens/jwt.ts';
 import { fromKeyObject, loadSigningKeys, type SigningKey } from '../tokens/keys.ts';
-import { KeyDecryptionError, KeySealer } from './crypto.ts';
+import { KeyDecryptionError, KeySealer, ScheduleMac } from './crypto.ts';
 import {
   iso,
   jwksBody,
@@ -33,6 +33,10 @@ export class RotatingKeyRing implements KeyRing {
   readonly #deps: KeyRingDeps;
   readonly #conf: KeyRotationConfig;
   readonly #sealer: KeySealer;
+  readonly #scheduleMac: ScheduleMac;
+  /** Rows left out, by kid (an altered schedule, a private key that does not decrypt): logged once each. */
+  readonly #distrusted = new Set<string>();
+  readonly #undecryptable = new Set<string>();
   readonly #store: ReturnType<typeof createRotatingKeyStore>;
   #rows: StoredKey[] = [];
   /** Decrypted keys by kid (a kid's key never changes, so each is decrypted once). */
@@ -51,6 +55,7 @@ export class RotatingKeyRing implements KeyRing {
     this.#deps = deps;
     this.#conf = conf;
     this.#sealer = new KeySealer(conf.encryptionKey);
+    this.#scheduleMac = new ScheduleMac(conf.encryptionKey);
     this.#store = createRotatingKeyStore(deps.pool);
   }
 
@@ -123,9 +128,10 @@ export class RotatingKeyRing implements KeyRing {
   async rotate(emergency: boolean, actor: KeyActor): Promise<RotationOutcome> {
     const out = await this.#store.locked(true, async (tx) => {
       const now = Date.now();
-      const d = deriveStates(tx.rows, now);
+      const rows = this.#trusted(tx.rows);
+      const d = deriveStates(rows, now);
       if (!emergency) {
-        const pending = tx.rows.find((r) => {
+        const pending = rows.find((r) => {
           const s = d.keys.get(r.kid)?.state;
           return s === 'next' || s === 'scheduled';
         });
@@ -135,7 +141,12 @@ export class RotatingKeyRing implements KeyRing {
         return outcome(kid, true, false, now, activateAt, []);
       }
       const withdrawn = d.published;
-      await tx.withdraw(withdrawn, now);
+      await tx.withdraw(
+        rows
+          .filter((r) => withdrawn.includes(r.kid))
+          .map((r) => ({ kid: r.kid, scheduleMac: this.#scheduleMac.mac({ ...r, withdrawnAt: now }) })),
+        now,
+      );
       const audit = createAdminAuditStore(tx.client);
       for (const kid of withdrawn)
         await audit.record(
@@ -176,6 +187,7 @@ export class RotatingKeyRing implements KeyRing {
       origin,
       publishAt,
       activateAt,
+      scheduleMac: this.#scheduleMac.mac({ kid: key.kid, publishAt, activateAt, withdrawnAt: undefined }),
     });
     const audit = createAdminAuditStore(tx.client);
     await audit.record(
@@ -201,16 +213,25 @@ export class RotatingKeyRing implements KeyRing {
   async #transitions(wait: boolean): Promise<boolean> {
     const created = await this.#store.locked(wait, async (tx) => {
       const now = Date.now();
-      const d = deriveStates(tx.rows, now);
+      // Rows the previous release wrote get their schedule sealed as they are now (trust on first sight:
+      // docs/security.md says what that leaves while both releases run).
+      for (const r of tx.rows) {
+        if (r.scheduleMac !== undefined || this.#undecryptable.has(r.kid)) continue;
+        r.scheduleMac = this.#scheduleMac.mac(r);
+        await tx.adopt(r.kid, r.scheduleMac);
+        this.#deps.log.info({ kid: r.kid }, 'signing key schedule sealed (a row of the previous release)');
+      }
+      const rows = this.#trusted(tx.rows);
+      const d = deriveStates(rows, now);
       const lifetimeMs = this.#conf.lifetimeSeconds * 1000;
       const aheadMs = this.#conf.publishAheadSeconds * 1000;
       let made = false;
-      if (d.current === undefined && !tx.rows.some((r) => d.keys.get(r.kid)?.state === 'next')) {
+      if (d.current === undefined && !rows.some((r) => d.keys.get(r.kid)?.state === 'next')) {
         await this.#bootstrap(tx, now);
         made = true;
       } else if (d.current !== undefined) {
-        const current = tx.rows.find((r) => r.kid === d.current)!;
-        const pending = tx.rows.some((r) => ['next', 'scheduled'].includes(d.keys.get(r.kid)!.state));
+        const current = rows.find((r) => r.kid === d.current)!;
+        const pending = rows.some((r) => ['next', 'scheduled'].includes(d.keys.get(r.kid)!.state));
         if (!pending && now >= nextKeyDueAt(current.activateAt, lifetimeMs, aheadMs)) {
           await this.#create(
             tx,
@@ -223,7 +244,7 @@ export class RotatingKeyRing implements KeyRing {
         }
       }
       const audit = createAdminAuditStore(tx.client);
-      for (const r of tx.rows) {
+      for (const r of rows) {
         const k = d.keys.get(r.kid)!;
         if (
           !r.activationLogged &&
@@ -269,32 +290,78 @@ export class RotatingKeyRing implements KeyRing {
     await this.#create(tx, 'initial', now, now, SCHEDULE_ACTOR);
   }
 
+  /**
+   * The rows the schedule is derived from: those whose schedule seal holds (or that have none yet: written by the
+   * previous release) and whose private key decrypts. Another row is left out — neither published nor signing —
+   * with one log line: an altered schedule, or a row planted without the encryption key.
+   */
+  #trusted(rows: readonly StoredKey[]): StoredKey[] {
+    return rows.filter((r) => {
+      if (this.#undecryptable.has(r.kid)) return false;
+      if (r.scheduleMac === undefined || this.#scheduleMac.valid(r, r.scheduleMac)) return true;
+      if (!this.#distrusted.has(r.kid)) {
+        this.#distrusted.add(r.kid);
+        this.#deps.log.warn(
+          { kid: r.kid },
+          'signing key left out: its schedule (publish, activate, withdrawn times) does not match its seal',
+        );
+      }
+      return false;
+    });
+  }
+
   /** Re-reads the table (a few rows) and decrypts keys not seen before. */
   async #load(): Promise<void> {
-    const rows = await this.#store.list();
+    const all = await this.#store.list();
     const now = Date.now();
-    const d = deriveStates(rows, now);
-    for (const r of rows) {
-      const state = d.keys.get(r.kid)!.state;
-      if (this.#keys.has(r.kid) || state === 'withdrawn' || state === 'expired') continue;
-      let der: Buffer;
+    // Not one seal holds: most likely another PLATFORM_KEY_ENCRYPTION_KEY. A private key's seal tells.
+    const sealed = all.filter((r) => r.scheduleMac !== undefined);
+    if (sealed.length > 0 && sealed.every((r) => !this.#scheduleMac.valid(r, r.scheduleMac!))) {
       try {
-        der = this.#sealer.open(r.kid, r.sealed);
+        this.#sealer.open(sealed[0]!.kid, sealed[0]!.sealed);
       } catch (err) {
         if (err instanceof KeyDecryptionError)
           throw new ConfigError('PLATFORM_KEY_ENCRYPTION_KEY', err.message);
         throw err;
       }
-      const key = await fromKeyObject(createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }), r.kid);
-      if (key.publicJwk.n !== r.publicJwk.n)
-        throw new ConfigError(
-          'PLATFORM_KEY_ENCRYPTION_KEY',
-          `the stored key "${r.kid}" does not match its public key`,
-        );
-      this.#keys.set(r.kid, key);
     }
+    // A key that does not decrypt is left out and the states derived again without it (it may have been the
+    // latest). None decrypting at all is a wrong PLATFORM_KEY_ENCRYPTION_KEY: start-up stops, naming it.
+    let failure: KeyDecryptionError | undefined;
+    let rows: StoredKey[];
+    for (;;) {
+      rows = this.#trusted(all);
+      const d = deriveStates(rows, now);
+      const failed = await this.#decrypt(rows, d);
+      if (!failed) break;
+      failure ??= failed;
+    }
+    if (failure && this.#keys.size === 0)
+      throw new ConfigError('PLATFORM_KEY_ENCRYPTION_KEY', failure.message);
     this.#rows = rows;
     this.#recompute(now);
+  }
+
+  /** Decrypts the live keys not seen before; the first that does not decrypt is noted and returned. */
+  async #decrypt(rows: readonly StoredKey[], d: Derived): Promise<KeyDecryptionError | undefined> {
+    for (const r of rows) {
+      const state = d.keys.get(r.kid)!.state;
+      if (this.#keys.has(r.kid) || state === 'withdrawn' || state === 'expired') continue;
+      let key: SigningKey;
+      try {
+        const der = this.#sealer.open(r.kid, r.sealed);
+        key = await fromKeyObject(createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }), r.kid);
+        if (key.publicJwk.n !== r.publicJwk.n)
+          throw new KeyDecryptionError(r.kid, 'does not match its stored public key');
+      } catch (err) {
+        if (!(err instanceof KeyDecryptionError)) throw err;
+        this.#undecryptable.add(r.kid);
+        this.#deps.log.warn({ kid: r.kid, reason: err.message }, 'signing key left out');
+        return err;
+      }
+      this.#keys.set(r.kid, key);
+    }
+    return undefined;
   }
 
   #recompute(now = Date.now()): void {

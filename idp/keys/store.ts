@@ -12,6 +12,8 @@ export interface StoredKey {
   publishAt: number;
   activateAt: number;
   withdrawnAt: number | undefined;
+  /** The schedule's seal (crypto.ts ScheduleMac); undefined for a row the previous release wrote. */
+  scheduleMac: Buffer | undefined;
   activationLogged: boolean;
   retirementLogged: boolean;
 }
@@ -25,6 +27,7 @@ export interface NewKey {
   origin: KeyOrigin;
   publishAt: number;
   activateAt: number;
+  scheduleMac: Buffer;
 }
 
 /** Transitions (key creation, withdrawal, the audit of activations) are made by one replica at a time. */
@@ -43,11 +46,12 @@ export function createRotatingKeyStore(pool: Pool) {
       publish_at: Date;
       activate_at: Date;
       withdrawn_at: Date | null;
+      schedule_mac: Buffer | null;
       activation_logged: boolean;
       retirement_logged: boolean;
     }>(
       `SELECT kid, public_jwk, private_key, origin, created_at, publish_at, activate_at, withdrawn_at,
-              activation_logged, retirement_logged
+              schedule_mac, activation_logged, retirement_logged
          FROM platform.rotating_keys ORDER BY activate_at, kid`,
     );
     return rows.map((r) => ({
@@ -59,6 +63,7 @@ export function createRotatingKeyStore(pool: Pool) {
       publishAt: r.publish_at.getTime(),
       activateAt: r.activate_at.getTime(),
       withdrawnAt: r.withdrawn_at?.getTime(),
+      scheduleMac: r.schedule_mac ?? undefined,
       activationLogged: r.activation_logged,
       retirementLogged: r.retirement_logged,
     }));
@@ -92,7 +97,10 @@ export interface TxKeys {
   rows: StoredKey[];
   client: PoolClient;
   insert(k: NewKey): Promise<void>;
-  withdraw(kids: readonly string[], at: number): Promise<void>;
+  /** Withdraws each kid at `at`, writing its new schedule seal. */
+  withdraw(withdrawn: ReadonlyArray<{ kid: string; scheduleMac: Buffer }>, at: number): Promise<void>;
+  /** Seals the schedule of a row the previous release wrote (left alone when it has a seal meanwhile). */
+  adopt(kid: string, scheduleMac: Buffer): Promise<void>;
   markLogged(kid: string, what: 'activation' | 'retirement'): Promise<void>;
 }
 
@@ -102,16 +110,33 @@ function txKeys(client: PoolClient, rows: StoredKey[]): TxKeys {
     client,
     async insert(k) {
       await client.query(
-        `INSERT INTO platform.rotating_keys (kid, public_jwk, private_key, origin, publish_at, activate_at)
-         VALUES ($1, $2, $3, $4, to_timestamp($5 / 1000.0), to_timestamp($6 / 1000.0))`,
-        [k.kid, JSON.stringify(k.publicJwk), k.sealed, k.origin, k.publishAt, k.activateAt],
+        `INSERT INTO platform.rotating_keys (kid, public_jwk, private_key, origin, publish_at, activate_at,
+                                             schedule_mac)
+         VALUES ($1, $2, $3, $4, $5::timestamptz, $6::timestamptz, $7)`,
+        [
+          k.kid,
+          JSON.stringify(k.publicJwk),
+          k.sealed,
+          k.origin,
+          new Date(k.publishAt).toISOString(),
+          new Date(k.activateAt).toISOString(),
+          k.scheduleMac,
+        ],
       );
     },
-    async withdraw(kids, at) {
+    async withdraw(withdrawn, at) {
+      // Times written as ISO strings (millisecond precision, exactly what is read back and sealed).
+      for (const w of withdrawn)
+        await client.query(
+          `UPDATE platform.rotating_keys SET withdrawn_at = $2::timestamptz, schedule_mac = $3
+            WHERE kid = $1 AND withdrawn_at IS NULL`,
+          [w.kid, new Date(at).toISOString(), w.scheduleMac],
+        );
+    },
+    async adopt(kid, scheduleMac) {
       await client.query(
-        `UPDATE platform.rotating_keys SET withdrawn_at = to_timestamp($2 / 1000.0)
-          WHERE kid = ANY($1::text[]) AND withdrawn_at IS NULL`,
-        [kids, at],
+        `UPDATE platform.rotating_keys SET schedule_mac = $2 WHERE kid = $1 AND schedule_mac IS NULL`,
+        [kid, scheduleMac],
       );
     },
     async markLogged(kid, what) {

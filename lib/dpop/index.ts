@@ -4,6 +4,7 @@ export {
   accessTokenHash,
   DPOP_ALGORITHMS,
   DPOP_FUTURE_LEEWAY_SECONDS,
+  DPOP_JTI_RETENTION_SECONDS,
   DPOP_MAX_AGE_SECONDS,
   DpopProofError,
   type DpopVerifyOptions,

@@ -6,10 +6,26 @@ export { jwkThumbprint } from './embedded-key.ts';
 
 /** Every algorithm a proof may be signed with (asymmetric only, RFC 9449 §4.2); servers list a subset. */
 export const DPOP_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;
-/** How old a proof may be (RFC 9449 §4.3 check 11 leaves the window to the server). */
+/**
+ * How old a proof may be (RFC 9449 §4.3 check 11 leaves the window to the server). The window is 60 s each way of
+ * the server's clock (docs/security.md § DPoP): wide enough for a client whose clock runs a minute off, narrow
+ * enough that a proof made ahead of time, or a jti kept for replay detection, lives two minutes, not ten (the
+ * ±5 min some DPoP servers accept).
+ */
 export const DPOP_MAX_AGE_SECONDS = 60;
 /** How far in the future a proof's iat may be: clock skew between the client and the server. */
-export const DPOP_FUTURE_LEEWAY_SECONDS = 5;
+export const DPOP_FUTURE_LEEWAY_SECONDS = 60;
+/** How far the clocks of two replicas sharing the jti store may differ (NTP keeps them far closer). */
+const REPLICA_CLOCK_SKEW_SECONDS = 2;
+/**
+ * How long a proof's jti must be remembered by whoever accepted it (the replay store's TTL, IdP and gateway
+ * alike). A proof is accepted while the server's whole-second clock is within [iat − ahead, iat + max age]; the
+ * first use can be as early as iat − ahead, and the last acceptance ends one second after iat + max age, so its
+ * jti must outlive the first use by max age + ahead + 1 s — plus the skew between the replicas' clocks, since
+ * another replica judges the proof's age by its own.
+ */
+export const DPOP_JTI_RETENTION_SECONDS =
+  DPOP_MAX_AGE_SECONDS + DPOP_FUTURE_LEEWAY_SECONDS + 1 + REPLICA_CLOCK_SKEW_SECONDS;
 
 /**
  * Why a proof was refused. `reason` is what the server answers as the OAuth error (`invalid_dpop_proof`, or
@@ -45,7 +61,6 @@ export interface DpopVerifyOptions {
   nonceValid?: (nonce: string) => boolean;
   /** Seconds since the epoch (tests). */
   now?: number;
-  maxAgeSeconds?: number;
   algorithms: readonly string[];
 }
 
@@ -109,7 +124,7 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
   if (typeof iat !== 'number' || !Number.isFinite(iat)) throw bad('the DPoP proof iat is missing');
   const now = o.now ?? Math.floor(Date.now() / 1000);
   if (iat > now + DPOP_FUTURE_LEEWAY_SECONDS) throw bad('the DPoP proof iat is in the future');
-  if (iat < now - (o.maxAgeSeconds ?? DPOP_MAX_AGE_SECONDS)) throw bad('the DPoP proof is too old');
+  if (iat < now - DPOP_MAX_AGE_SECONDS) throw bad('the DPoP proof is too old');
   if (o.accessToken !== undefined) {
     if (typeof payload.ath !== 'string' || payload.ath !== accessTokenHash(o.accessToken)) {
       throw bad('the DPoP proof ath does not match the access token');

@@ -184,12 +184,16 @@ function availabilityProblems(objs: Obj[]): string[] {
   return problems;
 }
 
-/** Whether the NetworkPolicies let a pod with `from` labels reach a pod with `to` labels on `port`. */
+/**
+ * Whether the NetworkPolicies let a pod with `from` labels reach a pod with `to` labels on `port`; `fromNamespace`:
+ * the labels of the sender's namespace when it is another one (undefined: the platform's own namespace).
+ */
 function allowed(
   objs: Obj[],
   from: Record<string, string>,
   to: Record<string, string>,
   port: number,
+  fromNamespace?: Record<string, string>,
 ): boolean {
   const matches = (sel: Obj, labels: Record<string, string>) =>
     Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v) &&
@@ -211,9 +215,14 @@ function allowed(
         (rule.ports === undefined ||
           rule.ports.some((rp: Obj) => (namedPorts[rp.port] ?? rp.port) === port)) &&
         (rule.from === undefined ||
-          // Same namespace only: a peer with a namespaceSelector is another namespace's pod here too.
+          // A peer without a namespaceSelector is this namespace's pods; with one, the namespaces it selects
+          // (an empty selector: every namespace, this one included).
           rule.from.some(
-            (peer: Obj) => peer.podSelector && !peer.namespaceSelector && matches(peer.podSelector, from),
+            (peer: Obj) =>
+              (peer.namespaceSelector
+                ? fromNamespace === undefined || matches(peer.namespaceSelector, fromNamespace)
+                : fromNamespace === undefined) &&
+              (peer.podSelector === undefined || matches(peer.podSelector, from)),
           )),
     ),
   );
@@ -251,6 +260,20 @@ function networkProblems(objs: Obj[]): string[] {
     expect('outside', entry, pod(entry), 9464, false);
   }
   expect('outside', 'migrate', pod('migrate'), 3000, false);
+  // Metrics: Prometheus in this namespace or in `monitoring`; a pod labelled prometheus anywhere else: refused.
+  const PROMETHEUS = { 'app.kubernetes.io/name': 'prometheus' };
+  const ns = (name: string) => ({ 'kubernetes.io/metadata.name': name });
+  for (const [where, namespace, want] of [
+    ['here', undefined, true],
+    ['monitoring', ns('monitoring'), true],
+    ['another namespace', ns('tenant-a'), false],
+  ] as const) {
+    for (const server of ['idp', 'gateway', 'tool-mail'])
+      if (allowed(objs, PROMETHEUS, pod(server), 9464, namespace) !== want)
+        problems.push(`prometheus (${where}) → ${server}:9464 should be ${want ? 'allowed' : 'refused'}`);
+  }
+  if (allowed(objs, pod('tool-deals'), pod('gateway'), 9464))
+    problems.push('tool-deals → gateway:9464 should be refused');
   return problems;
 }
 
@@ -377,6 +400,16 @@ describe('deploy/kubernetes (offline: rendered and validated, never applied to a
     expect(networkProblems(drop('platform-redis-from-idp-and-gateway'))).toEqual([
       'idp → redis:6379 should be allowed',
       'gateway → redis:6379 should be allowed',
+    ]);
+    // The metrics policy as it was (any namespace's pod labelled prometheus): noticed.
+    const anyNamespace = structuredClone(objs);
+    named(anyNamespace, 'NetworkPolicy', 'platform-metrics-from-prometheus').spec.ingress[0].from = [
+      { namespaceSelector: {}, podSelector: { matchLabels: { 'app.kubernetes.io/name': 'prometheus' } } },
+    ];
+    expect(networkProblems(anyNamespace)).toEqual([
+      'prometheus (another namespace) → idp:9464 should be refused',
+      'prometheus (another namespace) → gateway:9464 should be refused',
+      'prometheus (another namespace) → tool-mail:9464 should be refused',
     ]);
   });
 

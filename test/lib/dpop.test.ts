@@ -5,6 +5,9 @@ import { describe, expect, inject, it } from 'vitest';
 import { EMBEDDED_KEYS_HELD, embeddedKeys } from '../../lib/dpop/embedded-key.ts';
 import {
   accessTokenHash,
+  DPOP_FUTURE_LEEWAY_SECONDS,
+  DPOP_JTI_RETENTION_SECONDS,
+  DPOP_MAX_AGE_SECONDS,
   DpopNonces,
   DpopProofError,
   dpopJtiKey,
@@ -129,13 +132,29 @@ describe('verifyDpopProof', () => {
 
   it('refuses an old iat, a future iat, and a missing iat', async () => {
     expect((await refused(await proof({ claims: { iat: NOW - 61 } }))).message).toMatch(/too old/);
-    expect((await refused(await proof({ claims: { iat: NOW + 60 } }))).message).toMatch(/future/);
+    expect((await refused(await proof({ claims: { iat: NOW + 61 } }))).message).toMatch(/future/);
     expect((await refused(await proof({ claims: { iat: undefined } }))).message).toMatch(/iat/);
-    await verify(await proof({ claims: { iat: NOW - 59 } }));
-    await verify(await proof({ claims: { iat: NOW + 2 } }));
-    expect(
-      (await refused(await proof({ claims: { iat: NOW - 20 } }), { maxAgeSeconds: 10 })).message,
-    ).toMatch(/too old/);
+    // 60 s each way (docs/security.md § DPoP).
+    await verify(await proof({ claims: { iat: NOW - 60 } }));
+    await verify(await proof({ claims: { iat: NOW + 60 } }));
+  });
+
+  it('a jti kept DPOP_JTI_RETENTION_SECONDS from its first use outlives every moment its proof is accepted', async () => {
+    // Fake clocks in milliseconds: the proof first used as early as it is accepted (iat − ahead, at the start of
+    // that second), then offered again at the last millisecond any second of its window still accepts it.
+    for (const iat of [NOW - DPOP_MAX_AGE_SECONDS, NOW, NOW + DPOP_FUTURE_LEEWAY_SECONDS]) {
+      const jwt = await proof({ claims: { iat } });
+      let ms = (iat - DPOP_FUTURE_LEEWAY_SECONDS) * 1000;
+      const seen = new MemoryDpopReplayStore(() => ms);
+      const at = (t: number) => verify(jwt, { now: Math.floor(t / 1000) });
+      const first = await at(ms);
+      expect(await seen.firstUse(first.jti, first.jkt, DPOP_JTI_RETENTION_SECONDS)).toBe(true);
+      ms = (iat + DPOP_MAX_AGE_SECONDS + 1) * 1000 - 1;
+      const last = await at(ms);
+      expect(await seen.firstUse(last.jti, last.jkt, DPOP_JTI_RETENTION_SECONDS)).toBe(false);
+      // One millisecond later the proof is refused by its age alone.
+      expect((await refused(jwt, { now: iat + DPOP_MAX_AGE_SECONDS + 1 })).message).toMatch(/too old/);
+    }
   });
 
   it('requires ath when an access token is presented, and checks it', async () => {
