@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerPreflight } from '../lib/cors.ts';
+import { type ReadinessChecks, sendLive, sendReady } from '../lib/health.ts';
 import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
@@ -42,6 +43,8 @@ export interface GatewayContext {
   policy?: PolicyFile | undefined;
   /** Reads request bodies whole within the configured limit and time (proxy/body.ts). */
   bodies: BodyReader;
+  /** What `/health/ready` asks: the revocation mirror in sync with Redis (`redis`), the key sets (`jwks`). */
+  readiness?: ReadinessChecks;
   log: Logger;
 }
 
@@ -257,6 +260,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
     health: (req, res, x) => answer(req, res, x, revocation.current === false ? RESYNCING_BODY : HEALTH_BODY),
+    live: (req, res, x) =>
+      bodies.read(req, x.h, (err) => (err ? fail(req, res, x.requestId, x.route, err) : sendLive(res))),
+    ready: (req, res, x) =>
+      bodies.read(req, x.h, (err) => {
+        if (err) fail(req, res, x.requestId, x.route, err);
+        else void sendReady(res, ctx.readiness ?? {});
+      }),
     // Read by browser clients (the MCP Inspector) across origins: CORS from any origin, without credentials.
     metadata: (req, res, x) => answer(req, res, x, x.route!.metadata, ['access-control-allow-origin', '*']),
     serviceHealth: proxyHealth,

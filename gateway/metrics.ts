@@ -50,7 +50,7 @@ export function recordRevocation(m: GatewayMetrics, event: RevocationEvent, nowM
 export function gatewayRouteOf(services: ReadonlySet<string>): (req: IncomingMessage) => string {
   return (req) => {
     const url = req.url ?? '/';
-    if (url === '/health') return 'health';
+    if (url === '/health' || url.startsWith('/health/')) return 'health';
     const end = url.indexOf('/', 1);
     const first = end === -1 ? url.slice(1).split('?')[0]! : url.slice(1, end);
     return services.has(first) ? first : 'other';

@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { DpopNonces, type DpopReplayStore, MemoryDpopReplayStore } from '../lib/dpop/index.ts';
+import type { ReadinessChecks } from '../lib/health.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -133,6 +134,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     );
   // An emergency rotation at the IdP withdraws keys at once (docs/gateway.md § Key sets).
   const stopKeyNotices = platformKeys && redis && listenForKeyNotices(redis.sub, platformKeys, log);
+  const entraKeys = entra && {
+    v2: keySet(entra.v2Issuer, async () => entra.v2JwksUrl),
+    v1: keySet(entra.v1Issuer, async () => entra.v1JwksUrl),
+  };
   const verify = createTokenVerifier({
     cache,
     platform: platform && {
@@ -141,14 +146,23 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
     entra: entra && {
       trust: entra,
-      v2Keys: keySet(entra.v2Issuer, async () => entra.v2JwksUrl),
-      v1Keys: keySet(entra.v1Issuer, async () => entra.v1JwksUrl),
+      v2Keys: entraKeys!.v2,
+      v1Keys: entraKeys!.v1,
     },
   });
 
   const upstreams = new Map<string, Upstream>(
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
+  // Readiness (lib/health.ts): every trusted issuer's key set obtained once (a later fetch failure keeps the
+  // last good keys, so it stays ready), and the revocation mirror in sync with Redis.
+  const keySets = [platformKeys, entraKeys?.v2, entraKeys?.v1].filter((k) => k !== undefined);
+  const readiness: ReadinessChecks = {
+    ...(sync && { redis: () => revocation.current !== false }),
+    ...(keySets.length > 0 && {
+      jwks: async () => (await Promise.all(keySets.map((k) => k.ensureLoaded()))).every(Boolean),
+    }),
+  };
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
   const gatewayHandler = createGatewayHandler({
     config,
@@ -158,6 +172,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     upstreams,
     bodies,
     policy,
+    readiness,
     log,
   });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).

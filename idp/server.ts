@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
+import { postgresCheck } from '../lib/health.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -83,6 +84,11 @@ async function replayRevocations(revocation: RevocationService, log: Logger): Pr
   } catch (err) {
     log.warn({ err: { message: (err as Error).message } }, 'revocations could not be replayed yet');
   }
+}
+
+/** Redis answers a PING on the provider's own connection (offline, the queued PING times out: not ready). */
+function redisCheck(redis: RedisClient): () => Promise<boolean> {
+  return async () => redis.status === 'ready' && (await redis.ping()) === 'PONG';
 }
 
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
@@ -191,6 +197,10 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       trustedIssuers,
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),
+      readiness: {
+        postgres: postgresCheck(pool),
+        ...(redis && { redis: redisCheck(redis) }),
+      },
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
       // Nonces: keyed from the signing key, so every replica issues and accepts the same ones.
       dpop: createIdpDpop(

@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import { createPool } from '../lib/db.ts';
+import { postgresCheck } from '../lib/health.ts';
 import { drain, linger, listen, UPSTREAM_KEEP_ALIVE_MS } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
@@ -93,6 +94,7 @@ export async function startToolServer(
           cacheMs: config.usersCacheMs,
         }),
         mcp,
+        readiness: { postgres: postgresCheck(pool) },
       },
       log,
     );

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LIVE_PATH, READY_PATH, type ReadinessChecks, sendLive, sendReady } from '../../lib/health.ts';
 import { requestId } from '../../lib/http.ts';
 import { flatLines, type Logger, lazyChild } from '../../lib/logger.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
@@ -17,6 +18,8 @@ export interface ToolAppParts {
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
   mcp: McpEndpoint;
+  /** What `/health/ready` asks (Postgres); absent: nothing (ready whenever live). */
+  readiness?: ReadinessChecks;
 }
 
 interface Exchange {
@@ -59,9 +62,14 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     logged.mcp = await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
+  const live: Endpoint = async ({ res }) => sendLive(res);
+  const ready: Endpoint = ({ res }) => sendReady(res, parts.readiness ?? {});
+
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
   const routes = new Map<string, Readonly<Record<string, Endpoint>>>([
     ['/health', { GET: health, HEAD: health }],
+    [LIVE_PATH, { GET: live, HEAD: live }],
+    [READY_PATH, { GET: ready, HEAD: ready }],
     [`/${parts.service}/health`, { GET: health, HEAD: health }],
     [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
   ]);
