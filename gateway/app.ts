@@ -15,7 +15,7 @@ import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeE
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
-import type { RpcCall } from './policy/rpc.ts';
+import { type RpcCall, rpcCalls } from './policy/rpc.ts';
 import type { ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
@@ -214,9 +214,16 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           return fail(req, res, requestId, route, e);
         }
       }
-      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
+      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here. The
+      // rules and limits of one load decide the whole request, even when a reload lands meanwhile.
+      const current = policy?.current;
+      let calls: readonly RpcCall[] | undefined;
+      // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
+      const callsOf = () =>
+        (calls ??=
+          h.mcpMethod !== undefined && req.method === 'POST' ? headerCalls(h) : rpcCalls(body ?? undefined));
       let narrow: ToolFilter | undefined;
-      if (policy !== undefined) {
+      if (current !== undefined) {
         try {
           // A compressed body cannot be read here, so no rule could be applied to what it asks for.
           if (body !== null && contentEncoded(h.forward)) {
@@ -225,36 +232,38 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
               'a compressed request body cannot be checked against the tool policy; send it uncompressed',
             );
           }
-          // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
-          narrow =
-            h.mcpMethod !== undefined && req.method === 'POST'
-              ? policy.current.checkCalls(route.service.name, headerCalls(h), t)
-              : policy.current.check(route.service.name, body ?? undefined, t);
+          narrow = current.checkCalls(route.service.name, callsOf(), t);
         } catch (refusal) {
           return fail(req, res, requestId, route, refusal);
         }
       }
-      const { upstream } = route;
-      const path = upstream.basePath + req.url;
-      const signed: SignedRequest = {
-        service: route.service.name,
-        method: req.method!,
-        path,
-        bodySha256: bodySha256(body),
+      const send = () => {
+        const { upstream } = route;
+        const path = upstream.basePath + req.url;
+        const signed: SignedRequest = {
+          service: route.service.name,
+          method: req.method!,
+          path,
+          bodySha256: bodySha256(body),
+        };
+        const identity = signIdentity(route.service.identityKey, signed, {
+          email: t.email,
+          sub: t.sub,
+          issuer: t.kind,
+          scope: t.scope,
+          clientId: t.clientId,
+          jti: t.jti,
+          requestId,
+          // Always signature v3 (the entitlements line hashes '' when the token carries no `ent`).
+          entitlements: t.entitlements,
+        });
+        for (const name in identity) h.forward.push(name, identity[name]!);
+        forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
       };
-      const identity = signIdentity(route.service.identityKey, signed, {
-        email: t.email,
-        sub: t.sub,
-        issuer: t.kind,
-        scope: t.scope,
-        clientId: t.clientId,
-        jti: t.jti,
-        requestId,
-        // Always signature v3 (the entitlements line hashes '' when the token carries no `ent`).
-        entitlements: t.entitlements,
-      });
-      for (const name in identity) h.forward.push(name, identity[name]!);
-      forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
+      // `limits:` (gateway/limits/): counted once the request is allowed; beyond a limit the upstream never sees it.
+      const limited = current?.limits?.check(route.service.name, callsOf, t);
+      if (limited === undefined) send();
+      else limited.then(send, (err: unknown) => fail(req, res, requestId, route, err));
     });
   }
 

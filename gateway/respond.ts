@@ -4,6 +4,7 @@ import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './
 import type { ServiceConfig } from './config.ts';
 import { DpopRefusedError, GATEWAY_DPOP_ALGORITHMS } from './dpop/check.ts';
 import { GatewayError, HEADER_MISMATCH_CODE, HeaderMismatchError, MethodNotAllowedError } from './errors.ts';
+import { RateLimitedError } from './limits/errors.ts';
 
 export interface ErrorContext {
   requestId: string;
@@ -87,6 +88,7 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
       }
     }
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
+    if (err instanceof RateLimitedError) headers.push(...err.headers());
     if (status === 503) headers.push('retry-after', '2');
     // The unread remainder of a refused or stalled body is not worth draining over a keep-alive connection.
     if (status === 413 || status === 408 || x.bodyUnread) headers.push('connection', 'close');

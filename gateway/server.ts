@@ -6,6 +6,7 @@ import type { ReadinessChecks } from '../lib/health.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import type { RedisClient } from '../lib/redis/client.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import type { MemoryRevocations } from '../lib/revocation.ts';
 import { createGatewayHandler } from './app.ts';
@@ -18,6 +19,7 @@ import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { listenForKeyNotices } from './jwks/notices.ts';
 import { JwksCacheCodec, type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { createGatewayLimits } from './limits/limits.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
 import { PolicyFile } from './policy/gate.ts';
 import { PolicyFileError } from './policy/load.ts';
@@ -53,13 +55,20 @@ export interface RunningGateway {
 }
 
 /** The policy file, loaded before anything else starts: a bad one stops start-up with one line naming it. */
-async function loadPolicy(config: GatewayConfig, log: Logger): Promise<PolicyFile | undefined> {
+async function loadPolicy(
+  config: GatewayConfig,
+  log: Logger,
+  redis: () => RedisClient | undefined,
+): Promise<PolicyFile | undefined> {
   if (config.policyFile === undefined) return undefined;
+  const services = config.services.map((s) => s.name);
   try {
     return await PolicyFile.load({
       path: config.policyFile,
-      services: config.services.map((s) => s.name),
+      services,
       log,
+      // Counted in Redis across the replicas (in this process for `platform dev`, which has no Redis).
+      limits: (limits) => createGatewayLimits(limits, { services, redis }),
     });
   } catch (err) {
     if (err instanceof PolicyFileError)
@@ -75,9 +84,11 @@ const DPOP_NONCE_LABEL = 'platform-gateway-dpop-nonce-v1';
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
   const { log, metrics } = deps;
-  const policy = await loadPolicy(config, log);
-  const http = new JwksHttpClient();
   let redis: RedisClients | undefined;
+  // Read before anything else starts (a bad file stops start-up before Redis is dialled); its limits find the
+  // Redis client when they first count.
+  const policy = await loadPolicy(config, log, () => redis?.cmd);
+  const http = new JwksHttpClient();
   let sync: RevocationSync | undefined;
   let store: JwksStore | undefined;
   let revocation: RevocationCheck;

@@ -323,7 +323,9 @@ describe('deploy/compose.yaml', () => {
     for (const [name, variable] of Object.entries(port)) {
       expect(services[name]!.environment?.[variable], name).toBe('3000');
       const check = services[name]!.healthcheck;
-      expect(check?.test?.join(' '), name).toContain("'http://127.0.0.1:3000/health/ready'");
+      expect((check?.test as string[] | undefined)?.join(' '), name).toContain(
+        "'http://127.0.0.1:3000/health/ready'",
+      );
       expect([check?.interval, check?.timeout, check?.retries, check?.start_period], name).toEqual([
         '30s',
         '5s',
