@@ -4,6 +4,8 @@ import { answerPreflight } from '../lib/cors.ts';
 import { type ReadinessChecks, sendLive, sendReady } from '../lib/health.ts';
 import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
+import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../lib/telemetry/request.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
 import { type PresentedToken, presentedToken } from './auth/bearer.ts';
 import { InvalidTokenError, RevocationUnavailableError } from './auth/errors.ts';
@@ -11,7 +13,13 @@ import type { VerifiedToken } from './auth/verified-token.ts';
 import type { VerifyToken } from './auth/verify-token.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
 import type { DpopCheck } from './dpop/check.ts';
-import { BadRequestError, MethodNotAllowedError, NotFoundError, PayloadTooLargeError } from './errors.ts';
+import {
+  BadRequestError,
+  GatewayError,
+  MethodNotAllowedError,
+  NotFoundError,
+  PayloadTooLargeError,
+} from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
 import type { PolicyFile } from './policy/gate.ts';
@@ -45,6 +53,8 @@ export interface GatewayContext {
   bodies: BodyReader;
   /** What `/health/ready` asks: the revocation mirror in sync with Redis (`redis`), the key sets (`jwks`). */
   readiness?: ReadinessChecks;
+  /** OpenTelemetry traces; absent: nothing is traced (and nothing of the SDK is loaded). */
+  tracing?: Tracing | undefined;
   log: Logger;
 }
 
@@ -80,7 +90,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, dpop, revocation, policy, log } = ctx;
+  const { config, verify, dpop, revocation, policy, log, tracing } = ctx;
   const services = new Map<string, Route>();
   for (const service of config.services) {
     services.set(service.name, {
@@ -119,6 +129,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     err: unknown,
     bodyUnread = false,
   ): void {
+    if (tracing) traceOf(res)?.fail(err instanceof GatewayError ? err.reason : 'internal_error');
     sendError(res, err, {
       requestId,
       method: req.method,
@@ -132,8 +143,10 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   const forwarding: ForwardContext = {
     retryMs: config.upstreamRetryMs,
     log,
-    fail: (req, res, requestId, service, err) =>
-      sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
+    fail: (req, res, requestId, service, err) => {
+      if (tracing) traceOf(res)?.fail(err instanceof GatewayError ? err.reason : 'internal_error');
+      sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log });
+    },
   };
   const bodies = ctx.bodies;
 
@@ -214,6 +227,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           return fail(req, res, requestId, route, e);
         }
       }
+      const trace = tracing && traceOf(res);
+      if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
       // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here. The
       // rules and limits of one load decide the whole request, even when a reload lands meanwhile.
       const current = policy?.current;
@@ -258,6 +273,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           entitlements: t.entitlements,
         });
         for (const name in identity) h.forward.push(name, identity[name]!);
+        // The upstream's spans are children of this gateway span, not of the client's.
+        if (trace) propagate(h.forward, trace.propagation());
         forward(forwarding, req, res, { upstream, path, headers: h.forward, requestId, body, narrow });
       };
       // `limits:` (gateway/limits/): counted once the request is allowed; beyond a limit the upstream never sees it.
@@ -288,6 +305,12 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     const h = scanRequestHeaders(req.rawHeaders);
     const requestId = h.requestId ?? randomUUID();
     if (debug) accessLog(req, res, requestId);
+    if (tracing) {
+      new RequestTrace(tracing, req, res, req.method ?? 'HTTP', {
+        'http.request.method': req.method,
+        'platform.request_id': requestId,
+      });
+    }
     let route: Route | undefined;
     try {
       // Origin-form only: an absolute-form target or `*` has no place in front of MCP servers.
@@ -310,6 +333,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           : new NotFoundError();
       }
       route = matched.service;
+      if (tracing && route) {
+        const trace = traceOf(res)!;
+        trace.rename(`${method} /${route.service.name}${matched.prefix ? '/*' : ''}`);
+        trace.set({ 'platform.service': route.service.name });
+      }
       route?.checkHost(h.host);
       if (matched.prefix && UNSAFE_PATH.test(path)) {
         throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
@@ -350,6 +378,15 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   }
 
   return handle;
+}
+
+/** Replaces the client's trace context in the forwarded headers by the gateway span's. */
+function propagate(headers: string[], context: { traceparent: string; tracestate?: string }): void {
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    if (headers[i] === 'traceparent' || headers[i] === 'tracestate') headers.splice(i, 2);
+  }
+  headers.push('traceparent', context.traceparent);
+  if (context.tracestate) headers.push('tracestate', context.tracestate);
 }
 
 /** The call a 2026-07-28 request names in its headers (checked against the body by checkMcpHeaders). */

@@ -9,6 +9,7 @@ import { instrument } from '../lib/metrics.ts';
 import type { RedisClient } from '../lib/redis/client.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import type { MemoryRevocations } from '../lib/revocation.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
 import { createTokenVerifier } from './auth/verify-token.ts';
@@ -39,6 +40,8 @@ export interface GatewayDeps {
   host?: string;
   /** Request, key-set and revocation metrics; absent: nothing is recorded (tests, `platform dev`). */
   metrics?: GatewayMetrics;
+  /** OpenTelemetry traces (lib/telemetry/); absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 export interface RunningGateway {
@@ -184,6 +187,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     bodies,
     policy,
     readiness,
+    tracing: deps.tracing,
     log,
   });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).

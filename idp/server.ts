@@ -11,6 +11,7 @@ import { createRedisClient, onFailover, type RedisClient } from '../lib/redis/cl
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { MemorySingleUseStore, RedisSingleUseStore } from '../lib/single-use.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
@@ -60,6 +61,8 @@ export interface IdpDeps {
   wrapHandler?: (idp: Handler) => Handler;
   /** Request, grant and rate-limit metrics; absent: nothing is recorded. */
   metrics?: IdpMetrics;
+  /** OpenTelemetry traces (lib/telemetry/); absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 /**
@@ -230,8 +233,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       await replayRevocations(revocation, log);
     }
     const idpHandler = deps.wrapHandler
-      ? deps.wrapHandler(createIdpHandler(ctx, log))
-      : createIdpHandler(ctx, log);
+      ? deps.wrapHandler(createIdpHandler(ctx, log, deps.tracing))
+      : createIdpHandler(ctx, log, deps.tracing);
     const paths = new Set(routes(config).keys());
     const server = createServer(
       { requestTimeout: 30_000, headersTimeout: 10_000, maxHeaderSize: 16 * 1024 },

@@ -56,9 +56,9 @@ export function createGatewayLimits(limits: readonly Limit[], o: LimitsOptions):
     const compiled = compileLimit(limit, i + 1, o.redis);
     const services = limit.service === undefined ? o.services : list(limit.service);
     for (const s of services) {
-      let l = byService.get(s);
-      if (l === undefined) byService.set(s, (l = []));
-      l.push(compiled);
+      const l = byService.get(s);
+      if (l === undefined) byService.set(s, [compiled]);
+      else l.push(compiled);
     }
   });
   return {
@@ -74,7 +74,8 @@ export function createGatewayLimits(limits: readonly Limit[], o: LimitsOptions):
           for (const c of calls()) if (c.method === 'tools/call' && c.tool && l.tools.has(c.tool)) points++;
           if (points === 0) continue;
         }
-        (pending ??= []).push(consume(l, keyOf(l.per, caller), points));
+        pending ??= [];
+        pending.push(consume(l, keyOf(l.per, caller), points));
       }
       if (pending === undefined) return undefined;
       return pending.length === 1 ? pending[0] : Promise.all(pending).then(() => undefined);

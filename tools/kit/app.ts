@@ -2,6 +2,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { LIVE_PATH, READY_PATH, type ReadinessChecks, sendLive, sendReady } from '../../lib/health.ts';
 import { requestId } from '../../lib/http.ts';
 import { flatLines, type Logger, lazyChild } from '../../lib/logger.ts';
+import type { Tracing } from '../../lib/telemetry/index.ts';
+import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../../lib/telemetry/request.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { readAuthenticatedRequest } from './identity.ts';
@@ -20,6 +22,8 @@ export interface ToolAppParts {
   mcp: McpEndpoint;
   /** What `/health/ready` asks (Postgres); absent: nothing (ready whenever live). */
   readiness?: ReadinessChecks;
+  /** OpenTelemetry traces (lib/telemetry/); absent: nothing is traced. */
+  tracing?: Tracing | undefined;
 }
 
 interface Exchange {
@@ -58,6 +62,8 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       service: parts.service,
       bodyLimit: MCP_BODY_LIMIT,
     });
+    const trace = parts.tracing && traceOf(res);
+    if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
     const provisioning = await parts.provisioning(identity, reqLog);
     logged.mcp = await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
@@ -86,6 +92,15 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     res.setHeader('x-request-id', id);
     const path = (req.url ?? '/').split('?')[0]!;
     const logged: Exchange['logged'] = {};
+    if (parts.tracing) {
+      // The gateway's span is the parent (its traceparent); `_meta.traceparent` when called without one.
+      new RequestTrace(parts.tracing, req, res, `${req.method} ${routes.has(path) ? path : 'other'}`, {
+        'http.request.method': req.method,
+        'http.route': routes.has(path) ? path : undefined,
+        'platform.service': parts.service,
+        'platform.request_id': id,
+      });
+    }
     res.once('close', () => {
       access.info(
         {
