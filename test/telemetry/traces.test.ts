@@ -226,6 +226,20 @@ describe('traces from client to tool', () => {
     expect(receiver.spans.filter((s) => s.traceId === offTrace)).toEqual([]);
   });
 
+  it("exports OTLP/HTTP protobuf, the specification's default protocol, when none is named", async () => {
+    const proto = await startGatewayProcess({
+      ...gatewayEnv,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/v1/traces`,
+      OTEL_SERVICE_NAME: 'gateway-protobuf',
+    });
+    others.push(proto);
+    expect((await toolsCall(proto, { id: 12 })).status).toBe(200);
+    await proto.stop();
+    expect(receiver.contentTypes).toContain('application/x-protobuf');
+    const service = Buffer.from('gateway-protobuf').toString('latin1');
+    expect(receiver.bodies.some((b) => b.includes(service))).toBe(true);
+  });
+
   it('exports no token, code, secret, cookie or email', async () => {
     // Everything exported so far, byte for byte (span names, attributes, resources).
     expect(receiver.bodies.length).toBeGreaterThan(0);
