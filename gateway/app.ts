@@ -22,9 +22,10 @@ import {
 } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
+import type { McpOperations } from './metrics.ts';
 import type { PolicyFile } from './policy/gate.ts';
 import { type RpcCall, rpcCalls } from './policy/rpc.ts';
-import type { ToolFilter } from './policy/tools-list.ts';
+import { learningFilter, type ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
@@ -55,6 +56,8 @@ export interface GatewayContext {
   readiness?: ReadinessChecks;
   /** OpenTelemetry traces; absent: nothing is traced (and nothing of the SDK is loaded). */
   tracing?: Tracing | undefined;
+  /** `mcp_server_operation_duration_seconds` (METRICS_PORT); absent: not recorded. */
+  operations?: McpOperations | undefined;
   log: Logger;
 }
 
@@ -90,7 +93,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, dpop, revocation, policy, log, tracing } = ctx;
+  const { config, verify, dpop, revocation, policy, log, tracing, operations } = ctx;
   const services = new Map<string, Route>();
   for (const service of config.services) {
     services.set(service.name, {
@@ -101,6 +104,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
   const table = compileRoutes(GATEWAY_ROUTES, services);
+  /** When each request arrived (only with the per-tool metric on). */
+  const arrivals = new WeakMap<IncomingMessage, number>();
   const debug = log.isLevelEnabled('debug');
 
   /** Debug level only: a line per request costs throughput that info-level production logging should not pay. */
@@ -238,6 +243,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         (calls ??=
           h.mcpMethod !== undefined && req.method === 'POST' ? headerCalls(h) : rpcCalls(body ?? undefined));
       let narrow: ToolFilter | undefined;
+      if (operations && req.method === 'POST') operationTimer(req, res, route.service.name, callsOf());
       if (current !== undefined) {
         try {
           // A compressed body cannot be read here, so no rule could be applied to what it asks for.
@@ -251,6 +257,10 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         } catch (refusal) {
           return fail(req, res, requestId, route, refusal);
         }
+      }
+      // The per-tool metric's tool label is bounded by what the upstream lists: its tools/list answers are read.
+      if (operations && callsOf().some((c) => c.method === 'tools/list')) {
+        narrow = learningFilter((name) => operations.learn(route.service.name, name), narrow);
       }
       const send = () => {
         const { upstream } = route;
@@ -284,6 +294,28 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
+  /** Observes the request's MCP operation when its answer ends (from arrival: the time the client waited). */
+  function operationTimer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    service: string,
+    calls: readonly RpcCall[],
+  ): void {
+    const call = calls[0];
+    const method = call?.method;
+    if (method === undefined) return;
+    const started = arrivals.get(req) ?? performance.now();
+    res.once('close', () =>
+      operations!.observe(
+        service,
+        method,
+        method === 'tools/call' ? (call!.tool ?? '') : undefined,
+        res.statusCode,
+        (performance.now() - started) / 1000,
+      ),
+    );
+  }
+
   const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
     health: (req, res, x) => answer(req, res, x, revocation.current === false ? RESYNCING_BODY : HEALTH_BODY),
     live: (req, res, x) =>
@@ -305,6 +337,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     const h = scanRequestHeaders(req.rawHeaders);
     const requestId = h.requestId ?? randomUUID();
     if (debug) accessLog(req, res, requestId);
+    if (operations) arrivals.set(req, performance.now());
     if (tracing) {
       new RequestTrace(tracing, req, res, req.method ?? 'HTTP', {
         'http.request.method': req.method,

@@ -188,6 +188,7 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     policy,
     readiness,
     tracing: deps.tracing,
+    operations: metrics?.operations,
     log,
   });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).
