@@ -71,7 +71,7 @@ async function loadPolicy(
       services,
       log,
       // Counted in Redis across the replicas (in this process for `platform dev`, which has no Redis).
-      limits: (limits) => createGatewayLimits(limits, { services, redis }),
+      limits: (limits) => createGatewayLimits(limits, { services, redis, log }),
     });
   } catch (err) {
     if (err instanceof PolicyFileError)

@@ -5,6 +5,7 @@ import {
   RateLimiterRedis,
   RateLimiterRes,
 } from 'rate-limiter-flexible';
+import type { Logger } from '../../lib/logger.ts';
 import type { RedisClient } from '../../lib/redis/client.ts';
 import type { VerifiedToken } from '../auth/verified-token.ts';
 import type { RpcCall } from '../policy/rpc.ts';
@@ -43,6 +44,8 @@ interface CompiledLimit {
 
 export interface LimitsOptions {
   services: readonly string[];
+  /** Told (once a minute at most) when Redis refuses the counting itself, e.g. a Redis user without its rights. */
+  log?: Logger | undefined;
   /**
    * Shared by the replicas; undefined (`platform dev`): counted in this process only. Asked when a limit first
    * counts (the policy file is read before Redis is dialled).
@@ -53,7 +56,7 @@ export interface LimitsOptions {
 export function createGatewayLimits(limits: readonly Limit[], o: LimitsOptions): GatewayLimits {
   const byService = new Map<string, CompiledLimit[]>();
   limits.forEach((limit, i) => {
-    const compiled = compileLimit(limit, i + 1, o.redis);
+    const compiled = compileLimit(limit, i + 1, o.redis, o.log);
     const services = limit.service === undefined ? o.services : list(limit.service);
     for (const s of services) {
       const l = byService.get(s);
@@ -106,7 +109,45 @@ async function consume(l: CompiledLimit, key: string, points: number): Promise<v
   }
 }
 
-function compileLimit(limit: Limit, position: number, redisOf: () => RedisClient | undefined): CompiledLimit {
+/** How often a refused counting command is logged at most. */
+const REFUSAL_LOG_INTERVAL_MS = 60_000;
+let lastRefusalLogged = 0;
+
+/**
+ * rate-limiter-flexible falls back to the insurance limiter on any store error without a word: a Redis that is
+ * merely away is expected (the outage itself is logged by the connection), but one that refuses the commands (an
+ * ACL without them, a read-only replica) would leave the limits per replica unnoticed.
+ */
+class LoggingRedisLimiter extends RateLimiterRedis {
+  readonly #log: Logger | undefined;
+  constructor(opts: ConstructorParameters<typeof RateLimiterRedis>[0], log: Logger | undefined) {
+    super(opts);
+    this.#log = log;
+  }
+  _handleError(err: unknown, funcName: string, resolve: unknown, reject: unknown, params: unknown): void {
+    if (
+      this.#log &&
+      err instanceof Error &&
+      err.message !== 'Redis connection is not ready' &&
+      Date.now() - lastRefusalLogged > REFUSAL_LOG_INTERVAL_MS
+    ) {
+      lastRefusalLogged = Date.now();
+      this.#log.warn(
+        { err: { message: err.message } },
+        'rate limits counted per replica: redis refused the counting command',
+      );
+    }
+    // biome-ignore lint/suspicious/noExplicitAny: the library's own (untyped) method
+    (RateLimiterRedis.prototype as any)._handleError.call(this, err, funcName, resolve, reject, params);
+  }
+}
+
+function compileLimit(
+  limit: Limit,
+  position: number,
+  redisOf: () => RedisClient | undefined,
+  log: Logger | undefined,
+): CompiledLimit {
   const { count, seconds } = limit.rate;
   // The same limit on every replica and across reloads names the same counters; a changed limit starts afresh.
   const id = createHash('sha256')
@@ -119,15 +160,18 @@ function compileLimit(limit: Limit, position: number, redisOf: () => RedisClient
     const memory = new RateLimiterMemory({ points: count, duration: seconds, keyPrefix });
     const redis = redisOf();
     return redis
-      ? new RateLimiterRedis({
-          storeClient: redis,
-          points: count,
-          duration: seconds,
-          keyPrefix,
-          // Redis unreachable: counted in this replica's memory at once, never queued behind the outage.
-          rejectIfRedisNotReady: true,
-          insuranceLimiter: memory,
-        })
+      ? new LoggingRedisLimiter(
+          {
+            storeClient: redis,
+            points: count,
+            duration: seconds,
+            keyPrefix,
+            // Redis unreachable: counted in this replica's memory at once, never queued behind the outage.
+            rejectIfRedisNotReady: true,
+            insuranceLimiter: memory,
+          },
+          log,
+        )
       : memory;
   };
   return {

@@ -16,6 +16,7 @@ import { RateLimitedError } from '../../gateway/limits/errors.ts';
 import { createGatewayLimits } from '../../gateway/limits/limits.ts';
 import { idJagJtiKey } from '../../idp/id-jag/index.ts';
 import { RedisDpopReplayStore } from '../../lib/dpop/index.ts';
+import type { Logger } from '../../lib/logger.ts';
 import { RedisSingleUseStore } from '../../lib/single-use.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort } from '../helpers/processes.ts';
@@ -259,6 +260,17 @@ describe('what the red team tried', () => {
     expect(keys).toHaveLength(1);
     const idp = connect('idp', PASSWORDS.REDIS_IDP_PASSWORD);
     expect(await refusal(idp.del(keys[0]!))).toMatch(/^NOPERM/);
+    // A Redis user without the rights (here the IdP's): counted in memory, and said so in the log.
+    const warnings: string[] = [];
+    const log = { warn: (_o: unknown, msg: string) => warnings.push(msg) } as unknown as Logger;
+    const refused = createGatewayLimits([{ per: 'email', rate: { count: 1, seconds: 60 } }], {
+      services: ['mail'],
+      redis: () => idp,
+      log,
+    });
+    await refused.check('mail', () => [], caller);
+    await expect(refused.check('mail', () => [], caller)).rejects.toBeInstanceOf(RateLimitedError);
+    expect(warnings).toContain('rate limits counted per replica: redis refused the counting command');
   });
 
   it('the IdP user records redeemed ID-JAGs (SET NX EX); the gateway user cannot', async () => {
