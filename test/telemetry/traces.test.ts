@@ -179,9 +179,43 @@ describe('traces from client to tool', () => {
     expect(receiver.spans.filter(inTrace(traceId, 'platform-tool-platform'))).toEqual([]);
   });
 
+  it("marks a refused token request's span with the OAuth error as error.type", async () => {
+    const traceId = hex(16);
+    const clientSpan = hex(8);
+    const used = `used-${hex(16)}`;
+    secrets.push(used);
+    const r = await fetch(`${idp.issuer}/oauth/token`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        traceparent: `00-${traceId}-${clientSpan}-01`,
+      },
+      body: new URLSearchParams({
+        grant_type: 'authorization_code',
+        code: used,
+        code_verifier: hex(32),
+        redirect_uri: 'http://127.0.0.1:53682/callback',
+        client_id: 'platform-cli',
+      }),
+    });
+    expect(r.status).toBe(400);
+    const { error } = (await r.json()) as { error: string };
+    const [span] = await receiver.waitFor(inTrace(traceId, 'platform-idp'));
+    expect(span!.parentSpanId).toBe(clientSpan);
+    expect(span!.name).toBe('POST /oauth/token');
+    expect(span!.attributes).toMatchObject({
+      'oauth.grant_type': 'authorization_code',
+      'error.type': error,
+      'http.response.status_code': 400,
+    });
+  });
+
   it("puts the grant type on the IdP's token spans", async () => {
     const spans = await receiver.waitFor(
-      (s) => s.service === 'platform-idp' && s.name === 'POST /oauth/token',
+      (s) =>
+        s.service === 'platform-idp' &&
+        s.name === 'POST /oauth/token' &&
+        s.attributes['http.response.status_code'] === 200,
       2,
     );
     expect(spans.map((s) => s.attributes['oauth.grant_type']).sort()).toEqual([
