@@ -107,11 +107,16 @@ export function createIdpHandler(ctx: IdpContext, log: Logger, tracing?: Tracing
   };
 }
 
-/** The table's key for a path: itself, or the mount it falls under (`/admin/api/*`, `/admin/*`). */
+/**
+ * The table's key for a path: itself, or the mount it falls under (`/admin/api/*`, `/admin/*`, else its first
+ * segment's): never the rest of the path, which may name a user.
+ */
 function routeOf(table: ReadonlyMap<string, unknown>, path: string, routed: boolean): string | undefined {
   if (table.has(path)) return path;
   if (!routed) return undefined;
-  return path.startsWith('/admin/api/') ? '/admin/api/*' : '/admin/*';
+  if (path.startsWith('/admin/api/')) return '/admin/api/*';
+  if (path.startsWith('/admin/')) return '/admin/*';
+  return `/${path.split('/')[1]}/*`;
 }
 
 /** The span's `error.type`: the OAuth error code the response carries. */
