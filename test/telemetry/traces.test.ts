@@ -275,6 +275,19 @@ describe('traces from client to tool', () => {
   });
 
   it('exports no token, code, secret, cookie or email', async () => {
+    // Paths and queries that hold an email or a token: the IdP's spans name the route, never the path.
+    const traceId = hex(16);
+    const headers = { traceparent: `00-${traceId}-${hex(8)}-01`, authorization: `Bearer ${accessToken}` };
+    await fetch(`${idp.issuer}/admin/api/users/${encodeURIComponent(user.email)}`, { headers });
+    await fetch(
+      `${idp.issuer}/oauth/authorize?login_hint=${encodeURIComponent(user.email)}&code=${secrets[2]}`,
+      {
+        headers: { ...headers, cookie: `authjs.session-token=${user.sessionToken}` },
+        redirect: 'manual',
+      },
+    );
+    const routes = (await receiver.waitFor(inTrace(traceId, 'platform-idp'), 2)).map((s) => s.name).sort();
+    expect(routes).toEqual(['GET /admin/api/*', 'GET /oauth/authorize']);
     // Everything exported so far, byte for byte (span names, attributes, resources).
     expect(receiver.bodies.length).toBeGreaterThan(0);
     const everything = receiver.bodies.join('\n').toLowerCase();
