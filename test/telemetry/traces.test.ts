@@ -70,7 +70,11 @@ beforeAll(async () => {
     GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
     PLATFORM_MCP_ALLOWED_HOSTS: '127.0.0.1:*,mcp.traces.test',
   };
-  gateway = await startGatewayProcess({ ...gatewayEnv, ...otel });
+  gateway = await startGatewayProcess({
+    ...gatewayEnv,
+    ...otel,
+    OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment.name=traces-test',
+  });
   // The sign-in, its code and tokens: every one of them is searched for in what was exported.
   const c = await obtainCode({
     issuer: idp.issuer,
@@ -133,6 +137,7 @@ async function clientToTool(traceId: string, clientSpan: string, id: number): Pr
   const [tl] = await receiver.waitFor(inTrace(traceId, 'platform-tool-platform'));
   expect(gw!.parentSpanId).toBe(clientSpan);
   expect(tl!.parentSpanId).toBe(gw!.spanId);
+  expect(gw!.resource['deployment.environment.name']).toBe('traces-test');
   for (const span of [gw!, tl!]) {
     expect(span.name).toBe('tools/call whoami');
     expect(span.kind).toBe(2); // SERVER
