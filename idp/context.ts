@@ -64,7 +64,7 @@ export interface IdpContext {
   /** PLATFORM_CONNECTIONS_FILE's connections (the exchange grant's `urn:platform:connection:<name>`); undefined: no file. */
   connections?: Connections;
   /** What `/health/ready` asks: Postgres, and Redis unless `platform dev` gave an in-process store. */
-  readiness: ReadinessChecks;
+  readiness?: ReadinessChecks;
   /** Key of the consent form's CSRF token, derived from the configured secret (the same on every replica). */
   csrfKey: Buffer;
 }

@@ -32,7 +32,7 @@ const health: Endpoint = async (_ctx, { res }) => {
 };
 
 const live: Endpoint = async (_ctx, { res }) => sendLive(res);
-const ready: Endpoint = (ctx, { res }) => sendReady(res, ctx.readiness);
+const ready: Endpoint = (ctx, { res }) => sendReady(res, ctx.readiness ?? {});
 
 /** Counts the request against the endpoint's per-address limit before running it (docs/idp.md § Rate limits). */
 function limited(name: RateLimitedEndpoint, endpoint: Endpoint): Endpoint {
