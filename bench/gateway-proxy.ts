@@ -10,7 +10,11 @@
 // service has an upstream connection (each request carries the user's upstream token, from the gateway's cache,
 // under identity v4; the ratio to the first is that cost) and, when `haproxy` is installed, through HAProxy twice
 // (bench/gateway/haproxy.ts): verifying RS256 only — the reference the issue's target is named after — and
-// doing the gateway's whole per-request job.
+// doing the gateway's whole per-request job. Two more gateways measure the observability and limits work: one with
+// OpenTelemetry tracing at 100 % sampling exporting OTLP/HTTP to a sink this script runs (target ≥ 0.75× the
+// gateway without), and one with the 50-rule policy plus a rate limit that never triggers (counted in Redis on
+// every request; target ≥ 0.95× the policy alone). With telemetry unset the gateway loads nothing of
+// OpenTelemetry: BENCH_GATEWAY_BASELINE (the build before it) measures that against this one in the same run.
 //
 //   node bench/gateway-proxy.ts                 orchestrates and prints the table
 //   bench/gateway/upstream.ts, bench/gateway/load-generator.ts, bench/gateway/haproxy.ts: what it starts
@@ -26,6 +30,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -144,7 +150,13 @@ async function orchestrate(): Promise<void> {
 
   const children: ChildProcess[] = [];
   const scratch = mkdtempSync(join(tmpdir(), 'bench-gateway-'));
+  // The OTLP sink the traced gateway exports to.
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
   const cleanup = () => {
+    sink.close();
     for (const c of children) c.kill('SIGTERM');
     platform.close();
     tokenEndpoint.close();
@@ -191,6 +203,20 @@ async function orchestrate(): Promise<void> {
       GATEWAY_CLIENT_SECRET: BENCH_GATEWAY_CLIENT_SECRET,
       GATEWAY_TOKEN_URL: tokenEndpoint.url,
     });
+    // Tracing on, every request sampled, spans exported to the sink (it only answers 200).
+    sink.listen(0, '127.0.0.1');
+    await new Promise((r) => sink.once('listening', r));
+    const traced = await startGateway({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(sink.address() as AddressInfo).port}`,
+      OTEL_TRACES_SAMPLER: 'always_on',
+    });
+    // The same policy with a per-email limit no load reaches: the limit's own cost, a Redis round trip each.
+    const limitedFile = join(scratch, 'policy-limited.yaml');
+    writeFileSync(
+      limitedFile,
+      `${benchPolicy(SERVICE, tokens.length)}\nlimits:\n  - per: email\n    rate: 999999999/60\n`,
+    );
+    const withLimit = await startGateway({ GATEWAY_POLICY_FILE: limitedFile });
 
     const targets: Target[] = [
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
@@ -209,6 +235,8 @@ async function orchestrate(): Promise<void> {
         proxy: connected.child,
         runs: [],
       },
+      { name: 'gateway, tracing 100 %', url: traced.url, proxy: traced.child, runs: [] },
+      { name: 'policy + never-hit limit', url: withLimit.url, proxy: withLimit.child, runs: [] },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
     // (the issue's), and HAProxy doing the gateway's whole job. Each its own process, idle while not measured.
@@ -281,13 +309,12 @@ async function orchestrate(): Promise<void> {
         );
       }
     }
-    const [direct, through, policed, dpop, upstreamAuth] = targets.map((t) => combine(t.runs)) as [
-      Measured,
-      Measured,
-      Measured,
-      Measured,
-      Measured,
-    ];
+    const [direct, through, policed, dpop, upstreamAuth, tracedRun, limitedRun] = targets.map((t) =>
+      combine(t.runs),
+    ) as [Measured, Measured, Measured, Measured, Measured, Measured, Measured];
+    /** Per-round ratios of target `a` to target `b`. */
+    const roundsOf = (a: Target, b: Target) =>
+      a.runs.map((r, i) => `${(r.requestsPerSecond / b.runs[i]!.requestsPerSecond).toFixed(3)}×`).join(', ');
     const perRound = (t: Target) =>
       t.runs
         .map((r, i) => `${(r.requestsPerSecond / targets[0]!.runs[i]!.requestsPerSecond).toFixed(3)}×`)
@@ -342,6 +369,8 @@ async function orchestrate(): Promise<void> {
         .join(
           ', ',
         )}; gateway CPU +${(upstreamAuth.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request; exchanges: ${tokenEndpoint.exchanges()} (one per user, before the measured runs)`,
+      `ratio tracing at 100 % sampling (OTLP/HTTP export) / without: ${(tracedRun.requestsPerSecond / through.requestsPerSecond).toFixed(3)}× (target ≥ 0.75×); per round: ${roundsOf(targets[5]!, targets[1]!)}; gateway CPU +${(tracedRun.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)} µs/request`,
+      `ratio never-triggering rate limit (with the 50-rule policy) / the policy alone: ${(limitedRun.requestsPerSecond / policed.requestsPerSecond).toFixed(3)}× (target ≥ 0.95×); per round: ${roundsOf(targets[6]!, targets[2]!)}; gateway CPU +${(limitedRun.cpuUsPerRequest[1]! - policed.cpuUsPerRequest[1]!).toFixed(1)} µs/request`,
       // CPU time per request moves less with the rest of the machine's load than req/s does; if core 0 were
       // the only limit, the ratio would be the upstream's direct cost over both processes' cost through the
       // gateway.
@@ -361,7 +390,7 @@ async function orchestrate(): Promise<void> {
             const [b, bp] = baselines.map((t) => combine(t.runs)) as [Measured, Measured];
             return [
               `baseline (${config.baseline}): gateway CPU ${b.cpuUsPerRequest[1]!.toFixed(1)} µs/request, with the policy ${bp.cpuUsPerRequest[1]!.toFixed(1)} (+${(bp.cpuUsPerRequest[1]! - b.cpuUsPerRequest[1]!).toFixed(1)}); this build: ${through.cpuUsPerRequest[1]!.toFixed(1)}, with the policy ${policed.cpuUsPerRequest[1]!.toFixed(1)} (+${(policed.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!).toFixed(1)})`,
-              `baseline req/s: policy / without ${(bp.requestsPerSecond / b.requestsPerSecond).toFixed(3)}×; this build / baseline: gateway ${(through.requestsPerSecond / b.requestsPerSecond).toFixed(3)}×, with the policy ${(policed.requestsPerSecond / bp.requestsPerSecond).toFixed(3)}×`,
+              `baseline req/s: policy / without ${(bp.requestsPerSecond / b.requestsPerSecond).toFixed(3)}×; this build / baseline: gateway ${(through.requestsPerSecond / b.requestsPerSecond).toFixed(3)}× (telemetry unset: target unchanged within the run's noise; per round: ${roundsOf(targets[1]!, baselines[0]!)}), with the policy ${(policed.requestsPerSecond / bp.requestsPerSecond).toFixed(3)}×`,
             ];
           })()
         : []),

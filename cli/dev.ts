@@ -5,6 +5,7 @@ import type { Env } from '../lib/config.ts';
 import { withoutPassword } from '../lib/db.ts';
 import { onShutdown } from '../lib/lifecycle.ts';
 import { createLogger } from '../lib/logger.ts';
+import { startTracing } from '../lib/telemetry/index.ts';
 import { type DevConfig, loadDevConfig } from './dev/config.ts';
 import { type DevStack, startDevStack } from './dev/stack.ts';
 
@@ -15,8 +16,13 @@ import { type DevStack, startDevStack } from './dev/stack.ts';
 export async function dev(env: Env): Promise<void> {
   const config = loadDevConfig(env, process.cwd());
   const log = createLogger({ name: 'dev', level: config.logLevel });
-  const stack = await startDevStack(config, log);
-  onShutdown(log, () => stack.close());
+  // One tracer (service platform-dev) for the whole stack; without an OTLP endpoint nothing is loaded.
+  const tracing = await startTracing(config.telemetry, log);
+  const stack = await startDevStack(config, log, tracing);
+  onShutdown(log, async () => {
+    await stack.close();
+    await tracing?.shutdown();
+  });
   process.stderr.write(banner(stack, config));
 }
 

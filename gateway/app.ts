@@ -1,8 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerPreflight } from '../lib/cors.ts';
+import { type ReadinessChecks, sendLive, sendReady } from '../lib/health.ts';
 import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
+import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../lib/telemetry/request.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
 import { type PresentedToken, presentedToken } from './auth/bearer.ts';
 import { InvalidTokenError, RevocationUnavailableError } from './auth/errors.ts';
@@ -13,15 +16,17 @@ import type { DpopCheck } from './dpop/check.ts';
 import {
   BadRequestError,
   ConnectionRequiredError,
+  GatewayError,
   MethodNotAllowedError,
   NotFoundError,
   PayloadTooLargeError,
 } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';
+import type { McpOperations } from './metrics.ts';
 import type { PolicyFile } from './policy/gate.ts';
-import type { RpcCall } from './policy/rpc.ts';
-import type { ToolFilter } from './policy/tools-list.ts';
+import { type RpcCall, rpcCalls } from './policy/rpc.ts';
+import { learningFilter, type ToolFilter } from './policy/tools-list.ts';
 import type { BodyReader } from './proxy/body.ts';
 import { type ForwardContext, forward, type Upstream } from './proxy/forward.ts';
 import { type InboundHeaders, scanRequestHeaders } from './proxy/headers.ts';
@@ -58,6 +63,12 @@ export interface GatewayContext {
    * The users' upstream tokens (gateway/upstream-auth/); undefined when no service names an upstream connection.
    */
   upstreamAuth?: { obtain: ObtainCredential; refused(credential: UpstreamCredential): void } | undefined;
+  /** What `/health/ready` asks: the revocation mirror in sync with Redis (`redis`), the key sets (`jwks`). */
+  readiness?: ReadinessChecks;
+  /** OpenTelemetry traces; absent: nothing is traced (and nothing of the SDK is loaded). */
+  tracing?: Tracing | undefined;
+  /** `mcp_server_operation_duration_seconds` (METRICS_PORT); absent: not recorded. */
+  operations?: McpOperations | undefined;
   log: Logger;
 }
 
@@ -95,7 +106,7 @@ const UNSAFE_PATH = /(?:^|\/)\.{1,2}(?:\/|$)|%2e|%2f|%5c|\\/i;
  * routes.ts (GATEWAY_ROUTES); this file holds their handlers and the one dispatcher that reads the table.
  */
 export function createGatewayHandler(ctx: GatewayContext): Handler {
-  const { config, verify, dpop, revocation, policy, upstreamAuth, log } = ctx;
+  const { config, verify, dpop, revocation, policy, upstreamAuth, log, tracing, operations } = ctx;
   const services = new Map<string, Route>();
   for (const service of config.services) {
     services.set(service.name, {
@@ -106,6 +117,8 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
   const table = compileRoutes(GATEWAY_ROUTES, services);
+  /** When each request arrived (only with the per-tool metric on). */
+  const arrivals = new WeakMap<IncomingMessage, number>();
   const debug = log.isLevelEnabled('debug');
 
   /** Debug level only: a line per request costs throughput that info-level production logging should not pay. */
@@ -134,6 +147,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     err: unknown,
     bodyUnread = false,
   ): void {
+    if (tracing) traceOf(res)?.fail(err instanceof GatewayError ? err.reason : 'internal_error');
     sendError(res, err, {
       requestId,
       method: req.method,
@@ -147,8 +161,10 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
   const forwarding: ForwardContext = {
     retryMs: config.upstreamRetryMs,
     log,
-    fail: (req, res, requestId, service, err) =>
-      sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log }),
+    fail: (req, res, requestId, service, err) => {
+      if (tracing) traceOf(res)?.fail(err instanceof GatewayError ? err.reason : 'internal_error');
+      sendError(res, err, { requestId, method: req.method, path: pathOf(req.url), service, log });
+    },
   };
   const bodies = ctx.bodies;
 
@@ -243,11 +259,21 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           return fail(req, res, requestId, route, e);
         }
       }
-      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here.
+      const trace = tracing && traceOf(res);
+      if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
+      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here. The
+      // rules and limits of one load decide the whole request, even when a reload lands meanwhile.
+      const current = policy?.current;
+      let calls: readonly RpcCall[] | undefined;
+      // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
+      const callsOf = () =>
+        (calls ??=
+          h.mcpMethod !== undefined && req.method === 'POST' ? headerCalls(h) : rpcCalls(body ?? undefined));
       let narrow: ToolFilter | undefined;
+      if (operations && req.method === 'POST') operationTimer(req, res, service.name, callsOf());
       let path: string;
       try {
-        if (policy !== undefined) {
+        if (current !== undefined) {
           // A compressed body cannot be read here, so no rule could be applied to what it asks for.
           if (body !== null && contentEncoded(h.forward)) {
             throw new BadRequestError(
@@ -255,37 +281,46 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
               'a compressed request body cannot be checked against the tool policy; send it uncompressed',
             );
           }
-          // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
-          narrow =
-            h.mcpMethod !== undefined && req.method === 'POST'
-              ? policy.current.checkCalls(service.name, headerCalls(h), t)
-              : policy.current.check(service.name, body ?? undefined, t);
+          narrow = current.checkCalls(service.name, callsOf(), t);
         }
         path = upstreamPath(route, req.url!);
       } catch (refusal) {
         return fail(req, res, requestId, route, refusal);
       }
-      const send = (credential: UpstreamCredential | undefined) =>
-        service.upstreamKind === 'remote'
-          ? sendRemote(req, res, x, path, body, narrow, credential)
-          : sendTool(req, res, x, t, path, body, narrow, credential);
-      if (service.upstreamConnection === undefined) return send(undefined);
+      // The per-tool metric's tool label is bounded by what the upstream lists: its tools/list answers are read.
+      if (operations && callsOf().some((c) => c.method === 'tools/list')) {
+        narrow = learningFilter((name) => operations.learn(service.name, name), narrow);
+      }
+      const send = (credential: UpstreamCredential | undefined) => {
+        // The upstream's spans are children of this gateway span, not of the client's.
+        if (trace) propagate(h.forward, trace.propagation());
+        if (service.upstreamKind === 'remote') sendRemote(req, res, x, path, body, narrow, credential);
+        else sendTool(req, res, x, t, path, body, narrow, credential);
+      };
       // The user's upstream token: cached (synchronous) or exchanged at the IdP. Not connected: the upstream is
       // not contacted, and an MCP request is told where to connect (−32042).
-      const refused = (e: unknown) => {
-        if (e instanceof ConnectionRequiredError && req.method === 'POST') {
-          e.rpcAnswer = elicitationAnswer(e, body);
+      const withCredential = () => {
+        if (service.upstreamConnection === undefined) return send(undefined);
+        const refused = (e: unknown) => {
+          if (e instanceof ConnectionRequiredError && req.method === 'POST') {
+            e.rpcAnswer = elicitationAnswer(e, body);
+          }
+          fail(req, res, requestId, route, e);
+        };
+        let credential: UpstreamCredential | Promise<UpstreamCredential>;
+        try {
+          credential = upstreamAuth!.obtain(service, x.bearer!, t);
+        } catch (e) {
+          return refused(e);
         }
-        fail(req, res, requestId, route, e);
+        if (credential instanceof Promise) credential.then(send, refused);
+        else send(credential);
       };
-      let credential: UpstreamCredential | Promise<UpstreamCredential>;
-      try {
-        credential = upstreamAuth!.obtain(service, x.bearer!, t);
-      } catch (e) {
-        return refused(e);
-      }
-      if (credential instanceof Promise) credential.then(send, refused);
-      else send(credential);
+      // `limits:` (gateway/limits/): counted once the request is allowed; beyond a limit the upstream never sees it
+      // (nor is a user's upstream token exchanged for it).
+      const limited = current?.limits?.check(service.name, callsOf, t);
+      if (limited === undefined) withCredential();
+      else limited.then(withCredential, (err: unknown) => fail(req, res, requestId, route, err));
     });
   }
 
@@ -362,9 +397,38 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     });
   }
 
+  /** Observes the request's MCP operation when its answer ends (from arrival: the time the client waited). */
+  function operationTimer(
+    req: IncomingMessage,
+    res: ServerResponse,
+    service: string,
+    calls: readonly RpcCall[],
+  ): void {
+    const call = calls[0];
+    const method = call?.method;
+    if (method === undefined) return;
+    const started = arrivals.get(req) ?? performance.now();
+    res.once('close', () =>
+      operations!.observe(
+        service,
+        method,
+        method === 'tools/call' ? (call!.tool ?? '') : undefined,
+        res.statusCode,
+        (performance.now() - started) / 1000,
+      ),
+    );
+  }
+
   const publicHandlers: Record<PublicHandlerName, PublicHandler> = {
     health: (req, res, x) => answer(req, res, x, revocation.current === false ? RESYNCING_BODY : HEALTH_BODY),
     // Read by browser clients (the MCP Inspector) across origins: CORS from any origin, without credentials.
+    live: (req, res, x) =>
+      bodies.read(req, x.h, (err) => (err ? fail(req, res, x.requestId, x.route, err) : sendLive(res))),
+    ready: (req, res, x) =>
+      bodies.read(req, x.h, (err) => {
+        if (err) fail(req, res, x.requestId, x.route, err);
+        else void sendReady(res, ctx.readiness ?? {});
+      }),
     metadata: (req, res, x) => answer(req, res, x, x.route!.metadata, ['access-control-allow-origin', '*']),
     serviceHealth: proxyHealth,
   };
@@ -376,6 +440,13 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     const h = scanRequestHeaders(req.rawHeaders);
     const requestId = h.requestId ?? randomUUID();
     if (debug) accessLog(req, res, requestId);
+    if (operations) arrivals.set(req, performance.now());
+    if (tracing) {
+      new RequestTrace(tracing, req, res, req.method ?? 'HTTP', {
+        'http.request.method': req.method,
+        'platform.request_id': requestId,
+      });
+    }
     let route: Route | undefined;
     try {
       // Origin-form only: an absolute-form target or `*` has no place in front of MCP servers.
@@ -398,6 +469,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
           : new NotFoundError();
       }
       route = matched.service;
+      if (tracing && route) {
+        const trace = traceOf(res)!;
+        trace.rename(`${method} /${route.service.name}${matched.prefix ? '/*' : ''}`);
+        trace.set({ 'platform.service': route.service.name });
+      }
       route?.checkHost(h.host);
       if (matched.prefix && UNSAFE_PATH.test(path)) {
         throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
@@ -494,4 +570,13 @@ function pathOf(url: string | undefined): string {
   if (url === undefined) return '';
   const q = url.indexOf('?');
   return q < 0 ? url : url.slice(0, q);
+}
+
+/** Replaces the client's trace context in the forwarded headers by the gateway span's. */
+function propagate(headers: string[], context: { traceparent: string; tracestate?: string }): void {
+  for (let i = headers.length - 2; i >= 0; i -= 2) {
+    if (headers[i] === 'traceparent' || headers[i] === 'tracestate') headers.splice(i, 2);
+  }
+  headers.push('traceparent', context.traceparent);
+  if (context.tracestate) headers.push('tracestate', context.tracestate);
 }

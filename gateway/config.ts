@@ -16,6 +16,7 @@ import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { deriveIdentityKey, MIN_IDENTITY_SECRET_LENGTH } from '../lib/identity.ts';
 import { redisUrl } from '../lib/redis/config.ts';
 import { isServiceName } from '../lib/service-name.ts';
+import { type TelemetryConfig, telemetryConfig } from '../lib/telemetry/config.ts';
 
 // The gateway's whole configuration, read from the environment once, checked, and frozen. Variables are the
 // ones docs/reference.md § Gateway lists, plus the GATEWAY_* tuning knobs documented in docs/gateway.md.
@@ -88,6 +89,8 @@ export type RevocationMode = 'fail-open' | 'fail-closed';
 
 export interface GatewayConfig {
   port: number;
+  /** OTEL_* (lib/telemetry/config.ts): traces over OTLP/HTTP; undefined: off, nothing loaded. */
+  telemetry?: TelemetryConfig | undefined;
   publicBaseUrl: string;
   services: readonly ServiceConfig[];
   platform: PlatformTrust | undefined;
@@ -364,6 +367,7 @@ export function loadGatewayConfig(env: Env, opts: { redisRequired?: boolean } = 
   const gatewayPort = port(env, 'GATEWAY_PORT', 8080);
   return Object.freeze({
     port: gatewayPort,
+    telemetry: telemetryConfig(env, 'platform-gateway'),
     publicBaseUrl,
     services: Object.freeze(services),
     platform: platform && Object.freeze(platform),

@@ -10,6 +10,7 @@ import {
   HeaderMismatchError,
   MethodNotAllowedError,
 } from './errors.ts';
+import { RateLimitedError } from './limits/errors.ts';
 
 export interface ErrorContext {
   requestId: string;
@@ -93,6 +94,7 @@ export function sendError(res: ServerResponse, err: unknown, x: ErrorContext): v
       }
     }
     if (err instanceof MethodNotAllowedError) headers.push('allow', err.allow);
+    if (err instanceof RateLimitedError) headers.push(...err.headers());
     if (status === 503) headers.push('retry-after', '2');
     // The unread remainder of a refused or stalled body is not worth draining over a keep-alive connection.
     if (status === 413 || status === 408 || x.bodyUnread) headers.push('connection', 'close');

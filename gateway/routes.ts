@@ -4,7 +4,7 @@
 export const METADATA_PATH = '/.well-known/oauth-protected-resource';
 
 /** The handlers the table names; app.ts implements them. */
-export type PublicHandlerName = 'health' | 'metadata' | 'serviceHealth';
+export type PublicHandlerName = 'health' | 'live' | 'ready' | 'metadata' | 'serviceHealth';
 export type ProtectedHandlerName = 'proxy';
 
 export type RouteSpec = {
@@ -29,6 +29,9 @@ const READ = ['GET', 'HEAD'];
  * through to the prefix when there is one (`POST /<service>/health` is a bearer request like any other). */
 export const GATEWAY_ROUTES: readonly RouteSpec[] = [
   { methods: READ, path: '/health', access: 'public', handler: 'health' },
+  // Liveness and readiness (lib/health.ts): readiness asks for the revocation mirror in sync and the key sets.
+  { methods: READ, path: '/health/live', access: 'public', handler: 'live' },
+  { methods: READ, path: '/health/ready', access: 'public', handler: 'ready' },
   // RFC 9728 §3.1 path-inserted metadata, for clients that look there before reading WWW-Authenticate.
   { methods: READ, path: `${METADATA_PATH}/:service`, access: 'public', handler: 'metadata' },
   { methods: READ, path: `${METADATA_PATH}/:service/mcp`, access: 'public', handler: 'metadata' },

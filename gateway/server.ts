@@ -2,11 +2,14 @@ import { createHmac } from 'node:crypto';
 import { createServer } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { DpopNonces, type DpopReplayStore, MemoryDpopReplayStore } from '../lib/dpop/index.ts';
+import type { ReadinessChecks } from '../lib/health.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import type { RedisClient } from '../lib/redis/client.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import type { MemoryRevocations, RevocationEvent } from '../lib/revocation.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
 import { createTokenVerifier } from './auth/verify-token.ts';
@@ -17,6 +20,7 @@ import { JwksHttpClient } from './jwks/http-client.ts';
 import { discoveredJwksUrl, KeySet } from './jwks/key-set.ts';
 import { listenForKeyNotices } from './jwks/notices.ts';
 import { JwksCacheCodec, type JwksStore, RedisJwksStore } from './jwks/store.ts';
+import { createGatewayLimits } from './limits/limits.ts';
 import { type GatewayMetrics, gatewayRouteOf, recordRevocation } from './metrics.ts';
 import { PolicyFile } from './policy/gate.ts';
 import { PolicyFileError } from './policy/load.ts';
@@ -39,6 +43,8 @@ export interface GatewayDeps {
   host?: string;
   /** Request, key-set and revocation metrics; absent: nothing is recorded (tests, `platform dev`). */
   metrics?: GatewayMetrics;
+  /** OpenTelemetry traces (lib/telemetry/); absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 export interface RunningGateway {
@@ -55,13 +61,20 @@ export interface RunningGateway {
 }
 
 /** The policy file, loaded before anything else starts: a bad one stops start-up with one line naming it. */
-async function loadPolicy(config: GatewayConfig, log: Logger): Promise<PolicyFile | undefined> {
+async function loadPolicy(
+  config: GatewayConfig,
+  log: Logger,
+  redis: () => RedisClient | undefined,
+): Promise<PolicyFile | undefined> {
   if (config.policyFile === undefined) return undefined;
+  const services = config.services.map((s) => s.name);
   try {
     return await PolicyFile.load({
       path: config.policyFile,
-      services: config.services.map((s) => s.name),
+      services,
       log,
+      // Counted in Redis across the replicas (in this process for `platform dev`, which has no Redis).
+      limits: (limits) => createGatewayLimits(limits, { services, redis, log }),
     });
   } catch (err) {
     if (err instanceof PolicyFileError)
@@ -77,9 +90,11 @@ const DPOP_NONCE_LABEL = 'platform-gateway-dpop-nonce-v1';
 
 export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Promise<RunningGateway> {
   const { log, metrics } = deps;
-  const policy = await loadPolicy(config, log);
-  const http = new JwksHttpClient();
   let redis: RedisClients | undefined;
+  // Read before anything else starts (a bad file stops start-up before Redis is dialled); its limits find the
+  // Redis client when they first count.
+  const policy = await loadPolicy(config, log, () => redis?.cmd);
+  const http = new JwksHttpClient();
   let sync: RevocationSync | undefined;
   let store: JwksStore | undefined;
   let revocation: RevocationCheck;
@@ -143,6 +158,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     );
   // An emergency rotation at the IdP withdraws keys at once (docs/gateway.md § Key sets).
   const stopKeyNotices = platformKeys && redis && listenForKeyNotices(redis.sub, platformKeys, log);
+  const entraKeys = entra && {
+    v2: keySet(entra.v2Issuer, async () => entra.v2JwksUrl),
+    v1: keySet(entra.v1Issuer, async () => entra.v1JwksUrl),
+  };
   const verify = createTokenVerifier({
     cache,
     platform: platform && {
@@ -151,14 +170,23 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     },
     entra: entra && {
       trust: entra,
-      v2Keys: keySet(entra.v2Issuer, async () => entra.v2JwksUrl),
-      v1Keys: keySet(entra.v1Issuer, async () => entra.v1JwksUrl),
+      v2Keys: entraKeys!.v2,
+      v1Keys: entraKeys!.v1,
     },
   });
 
   const upstreams = new Map<string, Upstream>(
     config.services.map((s) => [s.name, createUpstream(config, s)]),
   );
+  // Readiness (lib/health.ts): every trusted issuer's key set obtained once (a later fetch failure keeps the
+  // last good keys, so it stays ready), and the revocation mirror in sync with Redis.
+  const keySets = [platformKeys, entraKeys?.v2, entraKeys?.v1].filter((k) => k !== undefined);
+  const readiness: ReadinessChecks = {
+    ...(sync && { redis: () => revocation.current !== false }),
+    ...(keySets.length > 0 && {
+      jwks: async () => (await Promise.all(keySets.map((k) => k.ensureLoaded()))).every(Boolean),
+    }),
+  };
   const bodies = createBodyReader({ maxBytes: config.maxBodyBytes, timeoutMs: config.bodyTimeoutMs });
   const exchanger = config.exchange && createTokenExchange(config.exchange, log);
   const upstreamAuth =
@@ -180,6 +208,9 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     bodies,
     policy,
     upstreamAuth,
+    readiness,
+    tracing: deps.tracing,
+    operations: metrics?.operations,
     log,
   });
   // Per request: one counter increment and one histogram observation (docs/deploy.md § Metrics has the cost).

@@ -3,6 +3,8 @@ import { allowAnyOrigin, answerPreflight } from '../lib/cors.ts';
 import { isDatabaseUnavailable } from '../lib/db.ts';
 import { HttpInputError, requestId, sendJson } from '../lib/http.ts';
 import { flatLines, type Logger, lazyChild } from '../lib/logger.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
+import { RequestTrace, traceOf } from '../lib/telemetry/request.ts';
 import type { IdpContext } from './context.ts';
 import { IDP_DPOP_ALGORITHMS } from './dpop/index.ts';
 import {
@@ -42,7 +44,7 @@ export function withResponseHeaders(next: Handler): Handler {
 }
 
 /** The provider as a request handler; main.ts owns the process, the port and shutdown. */
-export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
+export function createIdpHandler(ctx: IdpContext, log: Logger, tracing?: Tracing): Handler {
   const table = routes(ctx.config);
   // The access line holds the request's id, method, path (no query), status and time: flat fields, written
   // without the redaction pass (lib/logger.ts flatLines), a share of every request's CPU (docs/performance.md).
@@ -74,6 +76,15 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
       );
     });
     const entry = findRoute(table, url.pathname);
+    if (tracing) {
+      // The route as the table names it (never the path itself: admin paths carry emails, queries carry codes).
+      const route = routeOf(table, url.pathname, entry !== undefined);
+      new RequestTrace(tracing, req, res, route ? `${req.method} ${route}` : (req.method ?? 'HTTP'), {
+        'http.request.method': req.method,
+        'http.route': route,
+        'platform.request_id': id,
+      });
+    }
     if (entry && CORS_PATHS.has(url.pathname)) {
       if (answerPreflight(req, res, Object.keys(entry))) return;
       allowAnyOrigin(res, 'www-authenticate');
@@ -96,8 +107,30 @@ export function createIdpHandler(ctx: IdpContext, log: Logger): Handler {
   };
 }
 
+/**
+ * The table's key for a path: itself, or the mount it falls under (`/admin/api/*`, `/admin/*`, else its first
+ * segment's): never the rest of the path, which may name a user.
+ */
+function routeOf(table: ReadonlyMap<string, unknown>, path: string, routed: boolean): string | undefined {
+  if (table.has(path)) return path;
+  if (!routed) return undefined;
+  if (path.startsWith('/admin/api/')) return '/admin/api/*';
+  if (path.startsWith('/admin/')) return '/admin/*';
+  return `/${path.split('/')[1]}/*`;
+}
+
+/** The span's `error.type`: the OAuth error code the response carries. */
+function errorType(err: unknown): string {
+  if (err instanceof OAuthError) return err.error;
+  if (err instanceof HttpInputError) return 'invalid_request';
+  if (err instanceof AuthorizePageError) return err.status === 429 ? 'rate_limited' : 'authorization_refused';
+  if (isDatabaseUnavailable(err)) return 'temporarily_unavailable';
+  return 'server_error';
+}
+
 /** The one place errors become responses. 4xx say what was wrong; 5xx say nothing of internals. */
 function respondError(res: ServerResponse, err: unknown, log: Logger): void {
+  traceOf(res)?.fail(errorType(err));
   if (res.headersSent) {
     log.error({ err }, 'error after response started');
     res.destroy();

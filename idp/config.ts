@@ -20,12 +20,15 @@ import {
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { redisUrl } from '../lib/redis/config.ts';
 import { isServiceName } from '../lib/service-name.ts';
+import { type TelemetryConfig, telemetryConfig } from '../lib/telemetry/config.ts';
 import type { MetadataClient } from './cimd/metadata.ts';
 import { loadPinnedDocuments } from './cimd/pinned.ts';
 import { type ConnectionConfig, readConnectionsFile } from './connections/file.ts';
 
 export interface IdpConfig {
   port: number;
+  /** OTEL_* (lib/telemetry/config.ts): traces over OTLP/HTTP; undefined: off, nothing loaded. */
+  telemetry?: TelemetryConfig | undefined;
   issuer: string;
   /**
    * PLATFORM_OIDC_PRIVATE_KEY as given: PEM, a JWK, or a JSON array of JWKs (parsed by tokens/keys.ts).
@@ -370,6 +373,7 @@ export function loadIdpConfig(env: Env, opts: { redisRequired?: boolean } = {}):
   const rotation = keyRotation(env);
   return Object.freeze({
     port: idpPort,
+    telemetry: telemetryConfig(env, 'platform-idp'),
     issuer,
     privateKey: rotation ? optionalSecret(env, 'PLATFORM_OIDC_PRIVATE_KEY') : staticSigningKey(env),
     keyRotation: rotation,

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Pool } from '../lib/db.ts';
+import type { ReadinessChecks } from '../lib/health.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { SingleUseStore } from '../lib/single-use.ts';
@@ -65,6 +66,8 @@ export interface IdpContext {
   dpop: IdpDpop;
   /** PLATFORM_CONNECTIONS_FILE's connections (the exchange grant's `urn:platform:connection:<name>`); undefined: no file. */
   connections?: ConnectionsService;
+  /** What `/health/ready` asks: Postgres, and Redis unless `platform dev` gave an in-process store. */
+  readiness?: ReadinessChecks;
   /** Key of the consent form's CSRF token, derived from the configured secret (the same on every replica). */
   csrfKey: Buffer;
 }

@@ -1,3 +1,4 @@
+import { LIVE_PATH, READY_PATH, sendLive, sendReady } from '../lib/health.ts';
 import { adminApi } from './admin/router.ts';
 import type { IdpConfig, RateLimitedEndpoint } from './config.ts';
 import {
@@ -38,6 +39,9 @@ const health: Endpoint = async (_ctx, { res }) => {
   res.end('{"status":"ok"}');
 };
 
+const live: Endpoint = async (_ctx, { res }) => sendLive(res);
+const ready: Endpoint = (ctx, { res }) => sendReady(res, ctx.readiness ?? {});
+
 /** Counts the request against the endpoint's per-address limit before running it (docs/idp.md § Rate limits). */
 function limited(name: RateLimitedEndpoint, endpoint: Endpoint): Endpoint {
   return async (ctx, x) => {
@@ -66,6 +70,8 @@ export function routes(config: IdpConfig): RouteTable {
     ['/health', { GET: health }],
     [CONNECTIONS_PATH, { GET: listOwnConnections }],
     [CONNECTIONS_MOUNT, { GET: connectionPages, DELETE: disconnectOwn }],
+    [LIVE_PATH, { GET: live, HEAD: live }],
+    [READY_PATH, { GET: ready, HEAD: ready }],
     [ADMIN_MOUNT, admin],
     ['/admin', consolePages],
     [CONSOLE_MOUNT, consolePages],

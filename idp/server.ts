@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { ConfigError } from '../lib/config.ts';
 import { createPool, ident, type Pool } from '../lib/db.ts';
 import { MemoryDpopReplayStore, RedisDpopReplayStore } from '../lib/dpop/index.ts';
+import { postgresCheck } from '../lib/health.ts';
 import { DEFAULT_BODY_TIMEOUT_MS } from '../lib/http.ts';
 import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
@@ -11,6 +12,7 @@ import { createRedisClient, onFailover, type RedisClient } from '../lib/redis/cl
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { MemorySingleUseStore, RedisSingleUseStore } from '../lib/single-use.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
 import { createIdpHandler, type Handler, withResponseHeaders } from './app.ts';
 import { createMetadataClients } from './cimd/index.ts';
 import { createClientKeySets } from './client-auth/index.ts';
@@ -85,6 +87,8 @@ export interface IdpDeps {
   metrics?: IdpMetrics;
   /** In place of PLATFORM_CONNECTIONS_FILE's connections (a test's own, behind the exchange's seam). */
   connections?: ConnectionsService;
+  /** OpenTelemetry traces (lib/telemetry/); absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 /**
@@ -109,6 +113,11 @@ async function replayRevocations(revocation: RevocationService, log: Logger): Pr
   } catch (err) {
     log.warn({ err: { message: (err as Error).message } }, 'revocations could not be replayed yet');
   }
+}
+
+/** Redis answers a PING on the provider's own connection (offline, the queued PING times out: not ready). */
+function redisCheck(redis: RedisClient): () => Promise<boolean> {
+  return async () => redis.status === 'ready' && (await redis.ping()) === 'PONG';
 }
 
 export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<RunningIdp> {
@@ -239,6 +248,10 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
           : undefined),
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),
       csrfKey: shared('platform-idp consent csrf v1'),
+      readiness: {
+        postgres: postgresCheck(pool),
+        ...(redis && { redis: redisCheck(redis) }),
+      },
       // Proofs seen: Redis (every replica) or, for the in-process stack of platform dev, this process's memory.
       // Nonces: keyed from the signing key, so every replica issues and accepts the same ones.
       dpop: createIdpDpop(
@@ -268,8 +281,8 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       await replayRevocations(revocation, log);
     }
     const idpHandler = deps.wrapHandler
-      ? deps.wrapHandler(createIdpHandler(ctx, log))
-      : createIdpHandler(ctx, log);
+      ? deps.wrapHandler(createIdpHandler(ctx, log, deps.tracing))
+      : createIdpHandler(ctx, log, deps.tracing);
     const paths = new Set(routes(config).keys());
     const server = createServer(
       {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { traceOf } from './telemetry/request.ts';
 
 /** A client's mistake in the HTTP envelope (size, encoding, syntax), before any endpoint logic runs. */
 export class HttpInputError extends Error {
@@ -66,6 +67,20 @@ export function mediaType(req: IncomingMessage): string {
 
 /** application/x-www-form-urlencoded body; a repeated parameter is a request error (RFC 6749 §3.1). */
 export async function readForm(req: IncomingMessage, limit?: number): Promise<Map<string, string>> {
+  const form = await readFormBody(req, limit);
+  // The token request's grant type on its span (`oauth.grant_type`); no other form value is ever traced, and
+  // this one only as a registered grant name (anything else a client sends there is `other`).
+  const grantType = form.get('grant_type');
+  if (grantType !== undefined) {
+    traceOf(req)?.set({ 'oauth.grant_type': GRANT_TYPE.test(grantType) ? grantType : 'other' });
+  }
+  return form;
+}
+
+const GRANT_TYPE =
+  /^(?:authorization_code|refresh_token|client_credentials|password|urn:ietf:params:oauth:grant-type:(?:device_code|jwt-bearer|token-exchange|saml2-bearer)|urn:openid:params:grant-type:ciba)$/;
+
+async function readFormBody(req: IncomingMessage, limit?: number): Promise<Map<string, string>> {
   if (mediaType(req) !== 'application/x-www-form-urlencoded') {
     throw new HttpInputError(400, 'content-type must be application/x-www-form-urlencoded');
   }

@@ -15,6 +15,7 @@ import {
 } from '../lib/config.ts';
 import { type HostPattern, parseHostPattern } from '../lib/host-patterns.ts';
 import { IDENTITY_KEY_PATTERN } from '../lib/identity.ts';
+import { type TelemetryConfig, telemetryConfig } from '../lib/telemetry/config.ts';
 
 export const TOOL_SERVICES = ['platform', 'mail', 'deals'] as const;
 export type ToolServiceName = (typeof TOOL_SERVICES)[number];
@@ -31,6 +32,8 @@ export interface GraphConfig {
 
 export interface ToolServerConfig {
   service: ToolServiceName;
+  /** OTEL_* (lib/telemetry/config.ts): traces over OTLP/HTTP; undefined: off, nothing loaded. */
+  telemetry?: TelemetryConfig | undefined;
   port: number;
   databaseUrl: string;
   /** This service's identity key (TOOL_IDENTITY_KEY), never the gateway's master secret. */
@@ -173,6 +176,7 @@ export function loadToolConfig(name: string, env: Env): ToolServerConfig {
   const toolPort = port(env, `${prefix}_MCP_PORT`, 3000);
   return Object.freeze({
     service: name,
+    telemetry: telemetryConfig(env, `platform-tool-${name}`),
     port: toolPort,
     databaseUrl: dbUrl,
     identityKey,

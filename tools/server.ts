@@ -1,8 +1,10 @@
 import { createServer } from 'node:http';
 import { createPool } from '../lib/db.ts';
+import { postgresCheck } from '../lib/health.ts';
 import { drain, linger, listen, UPSTREAM_KEEP_ALIVE_MS } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
+import type { Tracing } from '../lib/telemetry/index.ts';
 import type { ToolServerConfig, ToolServiceName } from './config.ts';
 import { dealsService } from './deals/server.ts';
 import { createToolHandler } from './kit/app.ts';
@@ -41,6 +43,8 @@ export interface ToolServerDeps {
   host?: string;
   /** Request metrics and the 24-hour monitors; absent: nothing is recorded. */
   metrics?: ToolMetrics;
+  /** OpenTelemetry traces (lib/telemetry/); absent: none. */
+  tracing?: Tracing | undefined;
 }
 
 /**
@@ -93,6 +97,8 @@ export async function startToolServer(
           cacheMs: config.usersCacheMs,
         }),
         mcp,
+        readiness: { postgres: postgresCheck(pool) },
+        tracing: deps.tracing,
       },
       log,
     );

@@ -15,6 +15,7 @@ import {
 } from '../../lib/config.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
 import { redisUrl } from '../../lib/redis/config.ts';
+import { type TelemetryConfig, telemetryConfig } from '../../lib/telemetry/config.ts';
 import {
   loadToolConfig,
   TOOL_SERVICES,
@@ -28,6 +29,8 @@ import {
  * works for `platform idp` works here too. The PLATFORM_DEV_* variables are dev's own (docs/cli.md).
  */
 export interface DevConfig {
+  /** OTEL_* (lib/telemetry/config.ts), service `platform-dev`: one tracer for the whole stack; undefined: off. */
+  telemetry?: TelemetryConfig | undefined;
   /** PLATFORM_DEV_DATA_DIR: the embedded database and the signing key live here. */
   dataDir: string;
   pgliteDir: string;
@@ -94,6 +97,7 @@ export function loadDevConfig(env: Env, cwd: string): DevConfig {
     TOOL_SERVICES.map((s) => [s, port(env, `${s.toUpperCase()}_MCP_PORT`, DEFAULT_TOOL_PORTS[s])]),
   ) as Record<ToolServiceName, number>;
   return Object.freeze({
+    telemetry: telemetryConfig(env, 'platform-dev'),
     dataDir,
     pgliteDir: join(dataDir, 'pglite'),
     signingKeyPath: join(dataDir, 'dev-signing-key.pem'),

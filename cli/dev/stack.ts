@@ -7,6 +7,7 @@ import { createPool, databaseConnectError } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
 import { migrate } from '../../lib/migrate.ts';
 import { MemoryRevocations } from '../../lib/revocation.ts';
+import type { Tracing } from '../../lib/telemetry/index.ts';
 import { startToolServer } from '../../tools/server.ts';
 import { MIGRATION_SETS } from '../migrations.ts';
 import { DEV_USER_EMAIL, type DevConfig, devGatewayConfig, devIdpConfig, devToolConfig } from './config.ts';
@@ -35,7 +36,7 @@ export interface DevStack {
  * Auth.js tables and every migration, the signing key, the IdP with the dev sign-in page on its origin, the
  * tool servers, the gateway in front of them. A failure part-way closes what already started, so a retry finds its ports free.
  */
-export async function startDevStack(config: DevConfig, log: Logger): Promise<DevStack> {
+export async function startDevStack(config: DevConfig, log: Logger, tracing?: Tracing): Promise<DevStack> {
   const closers: Array<() => Promise<void>> = [];
   const closeAll = async () => {
     for (const close of closers.splice(0).reverse()) {
@@ -78,6 +79,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
     const idp = await startIdp(idpConfig, {
       log: log.child({ component: 'idp' }),
       revocations,
+      tracing,
       host: config.host,
       wrapHandler: (handler) =>
         withDevSignIn(
@@ -104,6 +106,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
       const server = await startToolServer(name, toolConfig, {
         log: log.child({ component: `tool-${name}` }),
         host: config.host,
+        tracing,
       }).catch(portInUse(`${name.toUpperCase()}_MCP_PORT`, toolConfig.port));
       closers.push(() => server.close());
       toolUrls[name] = `http://${hostForUrl(config.host)}:${server.port}`;
@@ -118,6 +121,7 @@ export async function startDevStack(config: DevConfig, log: Logger): Promise<Dev
     const gateway = await startGateway(gatewayConfig, {
       log: log.child({ component: 'gateway' }),
       revocations,
+      tracing,
       host: config.host,
     }).catch(portInUse('GATEWAY_PORT', config.gatewayPort));
     closers.push(() => gateway.close());

@@ -106,6 +106,17 @@ export class KeySet {
     return p;
   }
 
+  /**
+   * Readiness: true once a set was obtained; until then starts a fetch (unless backing off after a failure)
+   * and answers whether it brought one.
+   */
+  async ensureLoaded(): Promise<boolean> {
+    if (this.#loaded) return true;
+    if (this.#inflight === undefined && Date.now() >= this.#retryAt) this.#start(undefined);
+    await this.#inflight;
+    return this.#loaded;
+  }
+
   /** Waits for any refresh in progress (tests and start-up warm-up). */
   async settled(): Promise<void> {
     await this.#inflight;

@@ -1,9 +1,11 @@
 import type { Logger } from '../../lib/logger.ts';
 import { InsufficientScopeError } from '../auth/errors.ts';
+import type { GatewayLimits } from '../limits/limits.ts';
 import { type Caller, type CompiledPolicy, type CompiledRule, compilePolicy } from './compile.ts';
 import { ForbiddenToolError } from './errors.ts';
-import { loadPolicyFile } from './load.ts';
+import { loadPolicyDocument } from './load.ts';
 import { type RpcCall, rpcCalls } from './rpc.ts';
+import type { Limit } from './schema.ts';
 import type { ToolFilter } from './tools-list.ts';
 
 // The per-tool policy as the request path sees it: `check` refuses a request the rules do not allow and, for
@@ -16,11 +18,14 @@ export interface PolicyCheck {
   /** The same, for calls already known (a 2026-07-28 request's headers, once held to its body). */
   checkCalls(service: string, calls: readonly RpcCall[], caller: Caller): ToolFilter | undefined;
   readonly ruleCount: number;
+  /** The file's `limits:`; undefined when it has none. */
+  readonly limits: GatewayLimits | undefined;
 }
 
-export function createPolicyCheck(policy: CompiledPolicy): PolicyCheck {
+export function createPolicyCheck(policy: CompiledPolicy, limits?: GatewayLimits): PolicyCheck {
   const check: PolicyCheck = {
     ruleCount: policy.ruleCount,
+    limits,
     check(service, body, caller) {
       return check.checkCalls(service, rpcCalls(body), caller);
     },
@@ -61,6 +66,8 @@ export interface PolicyFileOptions {
   path: string;
   services: readonly string[];
   log: Logger;
+  /** Builds the counters of the file's `limits:` (gateway/limits/), at every load. */
+  limits?: (limits: readonly Limit[]) => GatewayLimits;
 }
 
 /** The policy file's current rules, reloadable. */
@@ -101,12 +108,16 @@ export class PolicyFile {
       );
       return false;
     }
-    log.info({ policyFile: path, rules: this.#current.ruleCount }, 'policy reloaded');
+    log.info(
+      { policyFile: path, rules: this.#current.ruleCount, limits: this.#current.limits?.count ?? 0 },
+      'policy reloaded',
+    );
     return true;
   }
 }
 
 async function read(opts: PolicyFileOptions): Promise<PolicyCheck> {
-  const rules = await loadPolicyFile(opts.path, { services: opts.services });
-  return createPolicyCheck(compilePolicy(rules, opts.services));
+  const { rules, limits } = await loadPolicyDocument(opts.path, { services: opts.services });
+  const counted = limits.length > 0 && opts.limits ? opts.limits(limits) : undefined;
+  return createPolicyCheck(compilePolicy(rules, opts.services), counted);
 }

@@ -48,9 +48,28 @@ export const ruleSchema = z.discriminatedUnion(
   { error: 'effect must be one of allow, deny, require_scope' },
 );
 
+// `limits:` (beside `rules:`): `{service?, tool?, per: email | client, rate: <count>/<seconds>}`, counted across
+// the gateway's replicas (gateway/limits/).
+const RATE = /^([1-9]\d{0,8})\/([1-9]\d{0,6})$/;
+export const limitSchema = z.strictObject({
+  service: oneOrMany.optional(),
+  tool: oneOrMany.optional(),
+  per: z.enum(['email', 'client'], { error: 'must be email or client' }),
+  rate: z
+    .string({ error: 'must be <count>/<seconds>, e.g. 60/60' })
+    .trim()
+    .regex(RATE, 'must be <count>/<seconds> with whole numbers above 0, e.g. 60/60')
+    .transform((v) => {
+      const [, count, seconds] = RATE.exec(v)!;
+      return { count: Number(count), seconds: Number(seconds) };
+    }),
+  description: z.string().optional(),
+});
+
 export const policySchema = z.strictObject({
   rules: z.array(z.unknown(), { error: 'rules must be a list of rules' }),
 });
 
 export type Rule = z.infer<typeof ruleSchema>;
+export type Limit = z.infer<typeof limitSchema>;
 export type Issuer = (typeof ISSUERS)[number];

@@ -8,16 +8,44 @@ import { StringDecoder } from 'node:string_decoder';
 /** May the caller call this tool? */
 export type ToolFilter = (name: string) => boolean;
 
+/**
+ * Marks a filter that only reads the names (the per-tool metrics learning what the upstream lists) and keeps
+ * every tool: an answer it cannot read is relayed unread rather than refused.
+ */
+export const LEARN_ONLY: unique symbol = Symbol('learn-only');
+
+export function isLearnOnly(filter: ToolFilter): boolean {
+  return (filter as ToolFilter & { [LEARN_ONLY]?: boolean })[LEARN_ONLY] === true;
+}
+
+/** `inner` (the policy's filter), or keep-all, that also tells `seen` every name the answer lists. */
+export function learningFilter(seen: (name: string) => void, inner: ToolFilter | undefined): ToolFilter {
+  if (inner !== undefined) {
+    return (name) => {
+      seen(name);
+      return inner(name);
+    };
+  }
+  const keepAll: ToolFilter = (name) => {
+    seen(name);
+    return true;
+  };
+  return Object.assign(keepAll, { [LEARN_ONLY]: true });
+}
+
 function narrowMessage(msg: unknown, keep: ToolFilter): boolean {
   if (msg === null || typeof msg !== 'object') return false;
   const result = (msg as { result?: unknown }).result;
   if (result === null || typeof result !== 'object') return false;
   const tools = (result as { tools?: unknown }).tools;
   if (!Array.isArray(tools)) return false;
-  (result as { tools: unknown[] }).tools = tools.filter((t: unknown) => {
+  const kept = tools.filter((t: unknown) => {
     const name = t !== null && typeof t === 'object' ? (t as { name?: unknown }).name : undefined;
     return typeof name === 'string' && keep(name);
   });
+  // Nothing left out: the answer is relayed exactly as it came.
+  if (kept.length === tools.length) return false;
+  (result as { tools: unknown[] }).tools = kept;
   return true;
 }
 

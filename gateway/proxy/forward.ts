@@ -3,7 +3,7 @@ import { type Dispatcher, Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
 import { type GatewayError, UpstreamAuthFailedError, UpstreamUnavailableError } from '../errors.ts';
-import { narrowJsonBody, SseToolsNarrower, type ToolFilter } from '../policy/tools-list.ts';
+import { isLearnOnly, narrowJsonBody, SseToolsNarrower, type ToolFilter } from '../policy/tools-list.ts';
 import { responseHeaders } from './headers.ts';
 
 /**
@@ -266,6 +266,8 @@ class ProxyHandler implements Dispatcher.DispatchHandler {
     const encoding = headers['content-encoding'];
     const type = String(headers['content-type'] ?? '').toLowerCase();
     if (encoding !== undefined && encoding !== 'identity') {
+      // Only the metrics were reading it: relayed unread.
+      if (isLearnOnly(this.#narrow!)) return true;
       this.#responseStarted = false;
       this.#finished = true;
       controller.abort(new Error('encoded tools/list answer'));

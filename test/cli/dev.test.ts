@@ -82,6 +82,21 @@ describe('platform dev', () => {
     expect(meta.issuer).toBe(issuer());
     firstKids = await kids();
     expect(firstKids).toHaveLength(1);
+    // Liveness and readiness on the stack's servers: the embedded database and (no Redis here) the gateway's
+    // key set.
+    const ready = async (url: string) => {
+      const r = await fetch(`${url}/health/ready`);
+      return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+    };
+    expect(await ready(issuer())).toEqual({
+      status: 200,
+      body: { status: 'ready', checks: { postgres: 'ok' } },
+    });
+    expect(await ready(`http://localhost:${ports.gateway}`)).toEqual({
+      status: 200,
+      body: { status: 'ready', checks: { jwks: 'ok' } },
+    });
+    expect((await fetch(`http://localhost:${ports.gateway}/health/live`)).status).toBe(200);
   });
 
   it('a second dev on the same data, or a bad variable, stops with one line', async () => {

@@ -312,7 +312,7 @@ describe('deploy/compose.yaml', () => {
     );
   });
 
-  it('runs every server on port 3000 so the image health check fits, and does not override it', () => {
+  it("runs every server on port 3000 and checks its readiness there with the image check's limits", () => {
     const port: Record<string, string> = {
       idp: 'IDP_PORT',
       gateway: 'GATEWAY_PORT',
@@ -322,7 +322,16 @@ describe('deploy/compose.yaml', () => {
     };
     for (const [name, variable] of Object.entries(port)) {
       expect(services[name]!.environment?.[variable], name).toBe('3000');
-      expect(services[name]!.healthcheck, name).toBeUndefined();
+      const check = services[name]!.healthcheck;
+      expect((check?.test as string[] | undefined)?.join(' '), name).toContain(
+        "'http://127.0.0.1:3000/health/ready'",
+      );
+      expect([check?.interval, check?.timeout, check?.retries, check?.start_period], name).toEqual([
+        '30s',
+        '5s',
+        3,
+        '10s',
+      ]);
     }
     for (const name of ['postgres', 'redis', 'proxy', 'tunnel']) {
       expect(services[name]!.healthcheck?.test, name).toBeDefined();

@@ -80,10 +80,17 @@ function probeProblems(objs: Obj[]): string[] {
   const problems: string[] = [];
   for (const d of byKind(objs, 'Deployment')) {
     for (const c of podSpec(d).containers) {
-      for (const probe of ['startupProbe', 'readinessProbe', 'livenessProbe']) {
+      // Readiness follows the dependencies; start-up and liveness only the process (a database outage must not
+      // restart every pod).
+      const paths: Record<string, string> = {
+        startupProbe: '/health/live',
+        readinessProbe: '/health/ready',
+        livenessProbe: '/health/live',
+      };
+      for (const [probe, path] of Object.entries(paths)) {
         const p = c[probe];
-        if (p?.httpGet?.path !== '/health' || p.httpGet.port !== 'http')
-          problems.push(`${d.metadata.name}/${c.name}: ${probe} is not GET /health on port http`);
+        if (p?.httpGet?.path !== path || p.httpGet.port !== 'http')
+          problems.push(`${d.metadata.name}/${c.name}: ${probe} is not GET ${path} on port http`);
       }
       if (!c.ports?.some((p: Obj) => p.name === 'http' && p.containerPort === 3000))
         problems.push(`${d.metadata.name}/${c.name}: no port http = 3000`);
@@ -317,12 +324,12 @@ describe('deploy/kubernetes (offline: rendered and validated, never applied to a
     expect(await validationProblems(broken)).toHaveLength(2);
   });
 
-  it('every server container has a start-up, a readiness and a liveness probe on /health', () => {
+  it('every server container has a start-up and a liveness probe on /health/live, a readiness probe on /health/ready', () => {
     expect(probeProblems(objs)).toEqual([]);
     const broken = structuredClone(objs);
     delete podSpec(named(broken, 'Deployment', 'tool-mail')).containers[0].livenessProbe;
     expect(probeProblems(broken)).toEqual([
-      'tool-mail/tool-mail: livenessProbe is not GET /health on port http',
+      'tool-mail/tool-mail: livenessProbe is not GET /health/live on port http',
     ]);
   });
 

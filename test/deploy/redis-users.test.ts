@@ -11,8 +11,12 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import type { VerifiedToken } from '../../gateway/auth/verified-token.ts';
+import { RateLimitedError } from '../../gateway/limits/errors.ts';
+import { createGatewayLimits } from '../../gateway/limits/limits.ts';
 import { idJagJtiKey } from '../../idp/id-jag/index.ts';
 import { RedisDpopReplayStore } from '../../lib/dpop/index.ts';
+import type { Logger } from '../../lib/logger.ts';
 import { RedisSingleUseStore } from '../../lib/single-use.ts';
 import { postForm } from '../helpers/oauth.ts';
 import { freePort } from '../helpers/processes.ts';
@@ -238,6 +242,35 @@ describe('what the red team tried', () => {
     expect(await idp.firstUse('jti-1', 'jkt', 60)).toBe(true);
     expect(await gateway.firstUse('jti-1', 'jkt', 60)).toBe(false);
     expect(await gateway.firstUse('jti-2', 'jkt', 60)).toBe(true);
+  });
+
+  it("the gateway user counts the policy file's limits in Redis; the IdP user cannot touch them", async () => {
+    const conn = connect('gateway', PASSWORDS.REDIS_GATEWAY_PASSWORD);
+    await conn.connect();
+    const limits = createGatewayLimits([{ per: 'email', rate: { count: 1, seconds: 60 } }], {
+      services: ['mail'],
+      redis: () => conn,
+    });
+    const caller = { email: `limits-${randomBytes(4).toString('hex')}@example.com` } as VerifiedToken;
+    await limits.check('mail', () => [], caller);
+    await expect(limits.check('mail', () => [], caller)).rejects.toBeInstanceOf(RateLimitedError);
+    // Counted in Redis, not in the insurance limiter's memory (a refused command would fall back there).
+    const admin = connect('admin', PASSWORDS.REDIS_ADMIN_PASSWORD);
+    const keys = await admin.keys(`platform:limits:*:${caller.email}`);
+    expect(keys).toHaveLength(1);
+    const idp = connect('idp', PASSWORDS.REDIS_IDP_PASSWORD);
+    expect(await refusal(idp.del(keys[0]!))).toMatch(/^NOPERM/);
+    // A Redis user without the rights (here the IdP's): counted in memory, and said so in the log.
+    const warnings: string[] = [];
+    const log = { warn: (_o: unknown, msg: string) => warnings.push(msg) } as unknown as Logger;
+    const refused = createGatewayLimits([{ per: 'email', rate: { count: 1, seconds: 60 } }], {
+      services: ['mail'],
+      redis: () => idp,
+      log,
+    });
+    await refused.check('mail', () => [], caller);
+    await expect(refused.check('mail', () => [], caller)).rejects.toBeInstanceOf(RateLimitedError);
+    expect(warnings).toContain('rate limits counted per replica: redis refused the counting command');
   });
 
   it('the IdP user records redeemed ID-JAGs (SET NX EX); the gateway user cannot', async () => {

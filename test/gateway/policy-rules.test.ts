@@ -3,7 +3,7 @@ import { InsufficientScopeError } from '../../gateway/auth/errors.ts';
 import { type Caller, compilePolicy } from '../../gateway/policy/compile.ts';
 import { ForbiddenToolError } from '../../gateway/policy/errors.ts';
 import { createPolicyCheck } from '../../gateway/policy/gate.ts';
-import { PolicyFileError, parsePolicy } from '../../gateway/policy/load.ts';
+import { PolicyFileError, parsePolicy, parsePolicyDocument } from '../../gateway/policy/load.ts';
 import { narrowJsonBody, SseToolsNarrower } from '../../gateway/policy/tools-list.ts';
 
 // The per-tool policy as a unit: the file's validation (one line naming the bad rule), the compiled matcher
@@ -102,6 +102,52 @@ describe('policy file validation', () => {
     );
     expect(rules).toHaveLength(1);
     expect(parsePolicy('rules: []\n', { services: SERVICES })).toEqual([]);
+  });
+});
+
+describe('limits: validation', () => {
+  const ALLOW = 'rules:\n  - effect: allow\n';
+  const bad = (limits: string) => {
+    try {
+      parsePolicyDocument(`${ALLOW}limits:\n${limits}`, { services: SERVICES });
+    } catch (err) {
+      expect(err).toBeInstanceOf(PolicyFileError);
+      return (err as Error).message;
+    }
+    throw new Error('accepted');
+  };
+
+  it('reads service, tool, per and rate', () => {
+    const doc = parsePolicyDocument(
+      `${ALLOW}limits:\n  - service: mail\n    tool: [send_mail]\n    per: client\n    rate: 10/60\n  - per: email\n    rate: 100/3600\n`,
+      { services: SERVICES },
+    );
+    expect(doc.limits).toEqual([
+      { service: 'mail', tool: ['send_mail'], per: 'client', rate: { count: 10, seconds: 60 } },
+      { per: 'email', rate: { count: 100, seconds: 3600 } },
+    ]);
+    expect(parsePolicyDocument(ALLOW, { services: SERVICES }).limits).toEqual([]);
+  });
+
+  it('names the bad limit by position and line', () => {
+    expect(bad('  - per: email\n    rate: 10 per minute\n')).toBe(
+      'limit 1 (limits[0], line 4): rate: must be <count>/<seconds> with whole numbers above 0, e.g. 60/60',
+    );
+    expect(bad('  - per: email\n    rate: 0/60\n')).toMatch(/^limit 1 .*rate: must be/);
+    expect(bad('  - per: user\n    rate: 1/1\n')).toBe(
+      'limit 1 (limits[0], line 4): per: must be email or client',
+    );
+    expect(bad('  - rate: 1/1\n')).toBe('limit 1 (limits[0], line 4): per: must be email or client');
+    expect(bad('  - per: email\n    rate: 1/1\n    services: mail\n')).toBe(
+      'limit 1 (limits[0], line 4): unknown key "services"',
+    );
+    expect(bad('  - per: email\n    rate: 1/1\n    service: mial\n')).toMatch(
+      /^limit 1 \(limits\[0\], line 4\): service "mial" is not one of GATEWAY_SERVICES/,
+    );
+    expect(bad('  - per: email\n    rate: 1/1\n  - per: email\n    rate: 1/1\n')).toBe(
+      'limit 2 (limits[1], line 6): the same limit as limit 1',
+    );
+    expect(bad('  per: email\n')).toBe('`limits:` must be a list');
   });
 });
 

@@ -1,6 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { LIVE_PATH, READY_PATH, type ReadinessChecks, sendLive, sendReady } from '../../lib/health.ts';
 import { requestId } from '../../lib/http.ts';
 import { flatLines, type Logger, lazyChild } from '../../lib/logger.ts';
+import type { Tracing } from '../../lib/telemetry/index.ts';
+import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../../lib/telemetry/request.ts';
 import { MethodNotAllowedError, NotFoundError, respondError } from './errors.ts';
 import type { HostGuard } from './host-guard.ts';
 import { readAuthenticatedRequest } from './identity.ts';
@@ -17,6 +20,10 @@ export interface ToolAppParts {
   hostGuard: HostGuard;
   provisioning: ProvisioningCheck;
   mcp: McpEndpoint;
+  /** What `/health/ready` asks (Postgres); absent: nothing (ready whenever live). */
+  readiness?: ReadinessChecks;
+  /** OpenTelemetry traces (lib/telemetry/); absent: nothing is traced. */
+  tracing?: Tracing | undefined;
 }
 
 interface Exchange {
@@ -55,13 +62,20 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
       service: parts.service,
       bodyLimit: MCP_BODY_LIMIT,
     });
+    const trace = parts.tracing && traceOf(res);
+    if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
     const provisioning = await parts.provisioning(identity, reqLog);
     logged.mcp = await parts.mcp.handle(req, res, { identity, provisioning }, body);
   };
 
+  const live: Endpoint = async ({ res }) => sendLive(res);
+  const ready: Endpoint = ({ res }) => sendReady(res, parts.readiness ?? {});
+
   // The whole surface, in one table. Routes live under /<service>/ because the gateway keeps the prefix.
   const routes = new Map<string, Readonly<Record<string, Endpoint>>>([
     ['/health', { GET: health, HEAD: health }],
+    [LIVE_PATH, { GET: live, HEAD: live }],
+    [READY_PATH, { GET: ready, HEAD: ready }],
     [`/${parts.service}/health`, { GET: health, HEAD: health }],
     [`/${parts.service}/mcp`, { POST: mcp, GET: mcp, DELETE: mcp }],
   ]);
@@ -78,6 +92,15 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     res.setHeader('x-request-id', id);
     const path = (req.url ?? '/').split('?')[0]!;
     const logged: Exchange['logged'] = {};
+    if (parts.tracing) {
+      // The gateway's span is the parent (its traceparent); `_meta.traceparent` when called without one.
+      new RequestTrace(parts.tracing, req, res, `${req.method} ${routes.has(path) ? path : 'other'}`, {
+        'http.request.method': req.method,
+        'http.route': routes.has(path) ? path : undefined,
+        'platform.service': parts.service,
+        'platform.request_id': id,
+      });
+    }
     res.once('close', () => {
       access.info(
         {

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import { HttpInputError, sendJson } from '../../lib/http.ts';
 import type { Logger } from '../../lib/logger.ts';
+import { traceOf } from '../../lib/telemetry/request.ts';
 
 // HTTP-level refusals of a tool server. Each class carries its status and wire code; they become responses
 // only in respondError below, with the spec's error body.
@@ -96,6 +97,7 @@ export function respondError(
     return;
   }
   const headers = { 'cache-control': 'no-store' };
+  traceOf(res)?.fail(errorType(err));
   if (err instanceof ToolHttpError) {
     // The spec: the same reason goes to the server log as a warning, with the request path.
     log.warn({ code: err.code, reason: err.message, path }, 'request refused');
@@ -122,4 +124,12 @@ export function respondError(
   }
   log.error({ err, path }, 'unexpected error');
   sendJson(res, 500, errorBody('INTERNAL_ERROR', 'internal error', requestId), headers);
+}
+
+/** The span's `error.type`: the error body's code. */
+function errorType(err: unknown): string {
+  if (err instanceof ToolHttpError) return err.code;
+  if (err instanceof JsonRpcHttpError) return 'JSONRPC_ERROR';
+  if (err instanceof HttpInputError) return 'BAD_REQUEST';
+  return 'INTERNAL_ERROR';
 }

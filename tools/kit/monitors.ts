@@ -91,7 +91,7 @@ export function toolRouteOf(service: string): (req: IncomingMessage) => string {
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
     if (path === mcp) return 'mcp';
-    if (path === '/health' || path === `/${service}/health`) return 'health';
+    if (path === '/health' || path === `/${service}/health` || path.startsWith('/health/')) return 'health';
     return 'other';
   };
 }
