@@ -4,7 +4,7 @@
 //   - Swarm: the shell's environment, `docker stack config -c stack.yaml -c stack.key-rotation.yaml`;
 //   - Kubernetes: a key merged into the component's ConfigMap by an overlay, `kubectl kustomize` (with the
 //     key-rotation Component).
-// The list is read from the reference itself (deploy/documented-variables.ts), so a variable added to the
+// The list is read from the reference itself (deploy/doctor/documented-variables.ts), so a variable added to the
 // reference without its plumbing fails here; so does a variable a config module reads that the reference lacks.
 // Each file-valued setting must name a folder the container mounts.
 import { execFileSync } from 'node:child_process';
@@ -24,7 +24,7 @@ import {
   type Provision,
   readReference,
   secretVariables,
-} from '../../deploy/documented-variables.ts';
+} from '../../deploy/doctor/documented-variables.ts';
 import { DEPLOY_DIR, envFile, REPO_DIR } from './support.ts';
 
 type Target = 'compose' | 'swarm' | 'kubernetes';

@@ -78,7 +78,10 @@ export function secretVariables(referenceText: string): string[] {
     .filter((n) => n !== 'PLATFORM_TOKEN');
 }
 
-export function readReference(path = new URL('../docs/reference.md', import.meta.url)): string {
+/** docs/reference.md of the checkout (absent from the image, which holds no docs). */
+export const REFERENCE_URL = new URL('../../docs/reference.md', import.meta.url);
+
+export function readReference(path: URL = REFERENCE_URL): string {
   return readFileSync(path, 'utf8');
 }
 
