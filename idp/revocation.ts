@@ -22,6 +22,8 @@ export interface RevokeTokenResult {
   known: boolean;
   /** Until when it is denied: the token's exp, or now + 24 h for an id issued elsewhere. */
   expiresAt: Date;
+  /** False while Redis is unreachable: recorded in Postgres (enforced by the IdP), published when Redis returns. */
+  published: boolean;
 }
 
 export interface RevokeUserResult {
@@ -31,6 +33,8 @@ export interface RevokeUserResult {
   refreshFamilies: number;
   /** Authorization codes and approved device codes consumed before they were redeemed. */
   codes: number;
+  /** False while Redis is unreachable: recorded in Postgres (enforced by the IdP), published when Redis returns. */
+  published: boolean;
 }
 
 export interface BlockResult extends RevokeUserResult {
@@ -130,16 +134,29 @@ async function eachBounded<T>(items: readonly T[], fn: (item: T) => Promise<void
 export function createRevocationService(o: RevocationServiceOptions): RevocationService {
   const { pool, publisher, log } = o;
 
-  /** Postgres holds the revocation already; a failed publication is retried by the next replay. */
-  async function publish(what: string, fn: () => Promise<void>): Promise<void> {
+  /**
+   * Postgres holds the revocation already; a failed publication is made by the replay that runs when Redis
+   * returns (keepDenylistRestored). False when it could not be published now.
+   */
+  async function published(what: string, fn: () => Promise<void>): Promise<boolean> {
     try {
       await fn();
+      return true;
     } catch (err) {
-      log.warn({ err: { message: (err as Error).message }, what }, 'revocation recorded, not yet published');
-      throw new TemporarilyUnavailableError(
-        'the revocation is recorded but could not be published to the gateways yet; it will be when the cache is back, retry to confirm',
+      log.warn(
+        { err: { message: (err as Error).message }, what },
+        'revocation recorded; Redis is unreachable, it is published when Redis is back',
       );
+      return false;
     }
+  }
+
+  /** As `published`, for callers whose answer cannot say so: a 503 naming Redis (the revocation stands). */
+  async function publish(what: string, fn: () => Promise<void>): Promise<void> {
+    if (!(await published(what, fn)))
+      throw new TemporarilyUnavailableError(
+        'the revocation is recorded but Redis is unreachable, so the gateways do not have it yet; it is published when Redis is back, retry to confirm',
+      );
   }
 
   const userIdsByEmail = o.usersTable
@@ -203,12 +220,13 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         created,
       };
     });
-    await publish('user', async () => {
+    // An administrator can revoke while Redis is away: the answer says whether the gateways have it yet.
+    const sent = await published('user', async () => {
       await publisher.denyEmail(e, result.cutoff);
       for (const s of result.subjects) await publisher.denySubject(s, result.cutoff);
     });
     log.info({ email: e, subjects: result.subjects, by, block }, block ? 'user blocked' : 'user revoked');
-    return result;
+    return { ...result, published: sent };
   }
 
   return {
@@ -234,9 +252,9 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
          VALUES ('jti', $1, $2, to_timestamp($3), $4)`,
         [id, known, until, by],
       );
-      await publish('jti', () => publisher.denyJti(id, until));
+      const sent = await published('jti', () => publisher.denyJti(id, until));
       log.info({ jti: id, known, by }, 'token revoked');
-      return { jti: id, known, expiresAt: new Date(until * 1000) };
+      return { jti: id, known, expiresAt: new Date(until * 1000), published: sent };
     },
 
     revokeUser: ({ email, by }) => revokeUser(email, by, false),
