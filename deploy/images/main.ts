@@ -1,9 +1,10 @@
-// make images (node deploy/images/main.ts [--tag platform-identity:latest] [--ca-file PEM]): builds every image the
-// deployment needs on a host without a registry (docs/deploy.md § Offline hosts) — the base images of
-// deploy/images/build.ts, then the project image from deploy/Dockerfile FROM the Node one — and prints the
-// deploy/.env lines naming them. Needs root (debootstrap), debootstrap and a Docker Engine; reaches only
-// Debian's mirror and the npm registry.
-import { existsSync } from 'node:fs';
+// make images (node deploy/images/main.ts [--tag platform-identity:latest] [--ca-file PEM] [--env-file deploy/.env]):
+// builds every image the deployment needs on a host without a registry (docs/deploy.md § Offline hosts) — the
+// base images of deploy/images/build.ts, then the project image from deploy/Dockerfile FROM the Node one — and
+// sets the lines naming them in deploy/.env (replacing those lines, adding the missing ones), or prints them
+// when there is no .env yet. Needs root (debootstrap), debootstrap and a Docker Engine; reaches only Debian's
+// mirror and the npm registry.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { buildBaseImages, buildEnv, envLines, REPO_DIR, run, timed } from './build.ts';
 
@@ -13,6 +14,7 @@ try {
       tag: { type: 'string', default: 'platform-identity:latest' },
       'ca-file': { type: 'string' },
       docker: { type: 'string', default: process.env.DOCKER ?? 'docker' },
+      'env-file': { type: 'string', default: `${REPO_DIR}deploy/.env` },
     },
     strict: true,
   });
@@ -37,13 +39,30 @@ try {
       { env: buildEnv(), timeoutMs: 900_000 },
     ),
   );
-  process.stderr.write(
-    `images built (seconds: ${Object.entries(report.seconds)
-      .map(([k, v]) => `${k} ${v}`)
-      .join(', ')}); add to deploy/.env:\n`,
-  );
-  process.stdout.write(`${envLines(report.images, values.tag)}\n`);
+  const lines = envLines(report.images, values.tag);
+  const took = Object.entries(report.seconds)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+  const envFile = values['env-file'];
+  if (existsSync(envFile)) {
+    writeFileSync(envFile, withLines(readFileSync(envFile, 'utf8'), lines));
+    process.stderr.write(`images built (seconds: ${took}); ${envFile} names them:\n${lines}\n`);
+  } else {
+    process.stderr.write(`images built (seconds: ${took}); no ${envFile} yet: add these lines to it\n`);
+    process.stdout.write(`${lines}\n`);
+  }
 } catch (err) {
   process.stderr.write(`make images: ${(err as Error).message}\n`);
   process.exit(err instanceof TypeError ? 2 : 1);
+}
+
+/** The .env text with each `KEY=` of `lines` replaced where it is set, and appended where it is not. */
+function withLines(text: string, lines: string): string {
+  let out = text.endsWith('\n') || text === '' ? text : `${text}\n`;
+  for (const line of lines.split('\n')) {
+    const key = line.slice(0, line.indexOf('='));
+    const re = new RegExp(`^${key}=.*$`, 'm');
+    out = re.test(out) ? out.replace(re, line) : `${out}${line}\n`;
+  }
+  return out;
 }
