@@ -37,7 +37,14 @@ function namesIn(cell: string): string[] {
   const out: string[] = [];
   for (const m of cell.matchAll(/`([^`]+)`/g)) {
     const token = m[1]!;
-    if (!NAME.test(token)) continue;
+    if (!NAME.test(token)) {
+      // A family written some other way (`OTEL_*`, `<NAME>_X`) would otherwise be skipped unchecked.
+      if (/^[A-Z<…][A-Za-z0-9_<>…*]*$/.test(token) && /[*<]/.test(token))
+        throw new Error(
+          `docs/reference.md: \`${token}\` is a family of variables the deployment check cannot expand: list its variables by name, or write it <SERVICE>_… (one per service)`,
+        );
+      continue;
+    }
     if (token.startsWith('…_')) {
       const first = out[0];
       if (first === undefined) continue;

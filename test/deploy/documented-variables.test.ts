@@ -265,6 +265,33 @@ describe('docs/reference.md, read as the deployment reads it', () => {
     );
   });
 
+  it('reads names, `…_` shorthands and <SERVICE>_ families, and refuses a family it cannot expand', () => {
+    const text = [
+      '### IdP (`platform idp`)',
+      '| variable | meaning | default |',
+      '|---|---|---|',
+      '| `PLATFORM_A_USERS_TABLE`, `…_ROLES_TABLE` | x | y |',
+      '### Gateway (`platform gateway`)',
+      '| `<SERVICE>_UPSTREAM_CONNECTION`, `GATEWAY_X` | x | y |',
+      '### Telemetry (every server process)',
+      '| `OTEL_SERVICE_NAME` | x | y |',
+      '### Deployment (`deploy/.env`, read by compose only)',
+      '| `NOT_A_SERVER_VARIABLE` | x |',
+    ].join('\n');
+    expect(documentedVariables(text)).toEqual([
+      { name: 'PLATFORM_A_USERS_TABLE', process: 'idp' },
+      { name: 'PLATFORM_A_ROLES_TABLE', process: 'idp' },
+      { name: '<SERVICE>_UPSTREAM_CONNECTION', process: 'gateway' },
+      { name: 'GATEWAY_X', process: 'gateway' },
+      { name: 'OTEL_SERVICE_NAME', process: 'idp' },
+      { name: 'OTEL_SERVICE_NAME', process: 'gateway' },
+      { name: 'OTEL_SERVICE_NAME', process: 'tool' },
+    ]);
+    expect(() => documentedVariables('### IdP (`platform idp`)\n| `OTEL_*` | x | y |')).toThrow(
+      /cannot expand/,
+    );
+  });
+
   it('documents every variable the servers’ config modules read', () => {
     const documented = new Set(variables.map((v) => v.name));
     const missing: string[] = [];
