@@ -4,7 +4,7 @@
 // environment with its mounted secrets is accepted by that server's own config loader (which refuses published
 // example values), and the values fit together (Redis users, database roles, derived identity keys). The
 // Postgres example's roles script reads its passwords from those files (run with a psql of the test's own that
-// prints what it was given). And `migrate` is a job, which Swarm shows completed instead of 0/1.
+// prints what it was given). And `migrate` stays up once it has applied the migrations, so Swarm shows it 1/1.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -151,7 +151,37 @@ describe('deploy/stack.postgres.yaml and stack.yaml', () => {
     expect(out).toContain(`tools_password=${read('tools-db-password')}\n`);
   });
 
-  it('runs migrate as a job (Swarm shows it completed, not 0/1)', () => {
-    expect(stackConfig().services.migrate!.deploy?.mode).toBe('replicated-job');
+  it('keeps migrate up once the migrations are applied (1/1, not 0/1), retrying only a failed migration', () => {
+    const m = stackConfig().services.migrate! as Service & {
+      entrypoint?: string[];
+      command?: string[];
+      deploy?: { restart_policy?: { condition?: string } };
+    };
+    expect(m.entrypoint).toEqual(['sh', '-c', 'platform migrate && exec sleep infinity']);
+    expect(m.command).toBeUndefined();
+    expect(m.deploy?.mode ?? 'replicated').toBe('replicated');
+    expect(m.deploy?.restart_policy?.condition).toBe('on-failure');
+  });
+
+  it("migrate's command stops at a failed migration and stays up after one that succeeded", () => {
+    const bin = join(scratch, 'fake-platform');
+    spawnSync('mkdir', ['-p', bin]);
+    const m = stackConfig().services.migrate! as Service & { entrypoint: string[] };
+    // `sleep` replaced too: the command's shape is what is checked, not an endless wait.
+    writeFileSync(join(bin, 'sleep'), '#!/bin/sh\necho "idle $*"\n');
+    chmodSync(join(bin, 'sleep'), 0o755);
+    for (const [code, expected] of [
+      [0, 'migrated\nidle infinity\n'],
+      [3, 'migrated\n'],
+    ] as const) {
+      writeFileSync(join(bin, 'platform'), `#!/bin/sh\necho migrated\nexit ${code}\n`);
+      chmodSync(join(bin, 'platform'), 0o755);
+      const r = spawnSync(m.entrypoint[0]!, m.entrypoint.slice(1), {
+        env: { PATH: `${bin}:/usr/bin:/bin` },
+        encoding: 'utf8',
+      });
+      expect(r.stdout).toBe(expected);
+      expect(r.status).toBe(code);
+    }
   });
 });
