@@ -13,15 +13,21 @@ try {
     options: {
       tag: { type: 'string', default: 'platform-identity:latest' },
       'ca-file': { type: 'string' },
-      docker: { type: 'string', default: process.env.DOCKER ?? 'docker' },
+      // Debian's docker CLI (docker.io) when there: its BuildKit needs no buildx plugin.
+      docker: {
+        type: 'string',
+        default: process.env.DOCKER ?? (existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker'),
+      },
       'env-file': { type: 'string', default: `${REPO_DIR}deploy/.env` },
+      // The container suite's images are platform-test/…: the same recipe, so the same images.
+      prefix: { type: 'string', default: 'platform-base' },
     },
     strict: true,
   });
   const caFile =
     values['ca-file'] ??
     (existsSync('/etc/ssl/certs/ca-certificates.crt') ? '/etc/ssl/certs/ca-certificates.crt' : undefined);
-  const report = await buildBaseImages({ docker: values.docker, caFile });
+  const report = await buildBaseImages({ docker: values.docker, caFile, prefix: values.prefix });
   await timed(report.seconds, 'platform', () =>
     run(
       values.docker,
