@@ -92,6 +92,10 @@ export interface RevocationServiceOptions {
   refreshTokens: Pick<RefreshTokenStore, 'revokeFamilies'>;
 }
 
+/** The 503 of a revocation recorded but not published (Redis unreachable), where the answer cannot say so. */
+export const NOT_PUBLISHED =
+  'the revocation is recorded but Redis is unreachable, so the gateways do not have it yet; it is published when Redis is back, retry to confirm';
+
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 /**
@@ -153,10 +157,7 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
 
   /** As `published`, for callers whose answer cannot say so: a 503 naming Redis (the revocation stands). */
   async function publish(what: string, fn: () => Promise<void>): Promise<void> {
-    if (!(await published(what, fn)))
-      throw new TemporarilyUnavailableError(
-        'the revocation is recorded but Redis is unreachable, so the gateways do not have it yet; it is published when Redis is back, retry to confirm',
-      );
+    if (!(await published(what, fn))) throw new TemporarilyUnavailableError(NOT_PUBLISHED);
   }
 
   const userIdsByEmail = o.usersTable

@@ -59,8 +59,21 @@ const userinfo = async (token: string) =>
 describe('revoking while Redis is down', () => {
   it('revoke-user answers 200 published:false, the IdP refuses the token, a replayed proof is refused', async () => {
     const victimToken = (await signIn(idp.issuer, victim.sessionToken)).access_token;
+    const clientToken = (await signIn(idp.issuer, admin.sessionToken)).access_token;
     expect(await userinfo(victimToken)).toBe(200);
     await redis.stop();
+
+    // A client's own revocation (RFC 7009) has no answer field to say so: 503 naming Redis, recorded all the same.
+    const own = await fetch(`${idp.issuer}/oauth/revoke`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ token: clientToken, client_id: 'platform-cli' }),
+    });
+    expect(own.status).toBe(503);
+    expect(((await own.json()) as { error_description: string }).error_description).toContain(
+      'Redis is unreachable',
+    );
+    expect(await userinfo(clientToken)).toBe(401);
 
     const url = `${idp.issuer}/admin/api/revoke-user`;
     const proof = await key.proof('POST', url, { accessToken: adminToken });
