@@ -15,7 +15,7 @@ endif
 SHELL := /bin/bash
 NPM := npm --no-fund --no-audit --loglevel=error
 
-.PHONY: image dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
+.PHONY: image images dev test test-ha ha-tools test-containers lint typecheck check bench bench-idp bench-gateway bench-tools bench-audit node deps install uninstall test-tools container-tools bench-deps clean
 
 # make dev SESSION=jwt: the sign-in page sets an Auth.js JWT-strategy session cookie instead of a database session.
 dev: deps
@@ -44,6 +44,11 @@ test: deps test-tools container-tools
 # Docker Swarm on a private engine (test/ha/vitest.config.ts). .ci/run runs it after `make test`.
 test-ha: deps test-tools ha-tools
 	node node_modules/vitest/vitest.mjs run --config test/ha/vitest.config.ts
+
+# Every image the deployment needs, on a host without a registry (Debian's packages and npm only; root, for
+# debootstrap): prints the deploy/.env lines naming them (docs/deploy.md § Offline hosts).
+images: deps container-tools
+	node deploy/images/main.ts
 
 test-containers: deps container-tools
 	node node_modules/vitest/vitest.mjs run --config test/containers/vitest.config.ts

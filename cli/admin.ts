@@ -3,7 +3,7 @@ import { AdminApi, type Query } from './admin/api.ts';
 import { registerBlockCommands } from './admin/blocks.ts';
 import { registerConnectionCommands } from './admin/connections.ts';
 import { registerEntitlementCommands } from './admin/entitlements.ts';
-import { parseChoice, parseCount, parseTime, table } from './admin/format.ts';
+import { NOT_PUBLISHED, parseChoice, parseCount, parseTime, table } from './admin/format.ts';
 import { registerKeyCommands } from './admin/keys.ts';
 import { registerMachineClientCommands } from './admin/machine-clients.ts';
 import { CliError } from './client/errors.ts';
@@ -82,6 +82,7 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
           subjects: string[];
           refresh_families: number;
           codes: number;
+          published?: boolean;
         }>('POST', 'revoke-user', { body: { email: requireText('--email', flags.email) } });
         if (flags.json) return io.out(JSON.stringify(r, null, 2));
         io.out(
@@ -91,6 +92,7 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
               ? ` (sub ${r.subjects.join(', ')})`
               : ' (no token was ever issued to this email)'),
         );
+        if (r.published === false) io.err(NOT_PUBLISHED);
       }),
     );
 
@@ -99,16 +101,19 @@ export function registerAdmin(program: Command, io: Io = processIo): void {
     .option('--json', 'print the API answer as JSON')
     .action(
       act(async (api, flags) => {
-        const r = await api.json<{ jti: string; known: boolean; revoked: boolean; expires_at: string }>(
-          'POST',
-          'revoke-token',
-          { body: { jti: requireText('--jti', flags.jti) } },
-        );
+        const r = await api.json<{
+          jti: string;
+          known: boolean;
+          revoked: boolean;
+          expires_at: string;
+          published?: boolean;
+        }>('POST', 'revoke-token', { body: { jti: requireText('--jti', flags.jti) } });
         if (flags.json) return io.out(JSON.stringify(r, null, 2));
         io.out(
           `revoked jti ${r.jti} until ${r.expires_at}` +
             (r.known ? '' : ' (no token with this id was issued here; it is denied anyway)'),
         );
+        if (r.published === false) io.err(NOT_PUBLISHED);
       }),
     );
 

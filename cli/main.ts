@@ -81,8 +81,11 @@ program
   )
   .option('--project <name>', 'COMPOSE_PROJECT_NAME', 'platform-trial')
   .action(async (opts: { port?: string; frontSubnet?: string; project?: string }) => {
-    const { trialEnv, trialEnvOptions } = await import('./trial/env.ts');
-    process.stdout.write(await trialEnv(trialEnvOptions(opts)));
+    const { portInUseNote, trialEnv, trialEnvOptions } = await import('./trial/env.ts');
+    const options = trialEnvOptions(opts);
+    process.stdout.write(await trialEnv(options));
+    const note = await portInUseNote(options.port);
+    if (note) process.stderr.write(`${note}\n`);
   });
 
 program

@@ -62,8 +62,10 @@ export interface IdpContext {
   trustedIssuers?: TrustedIssuers;
   /** Assertion grants' jti, each accepted once across every replica (Redis; memory for `platform dev`). */
   assertionJtis: SingleUseStore;
-  /** DPoP proofs (RFC 9449): token endpoint, userinfo and admin API. */
+  /** DPoP proofs (RFC 9449): token endpoint and userinfo (proofs seen in Redis). */
   dpop: IdpDpop;
+  /** DPoP proofs at the admin API, seen in Postgres: administrators can revoke while Redis is away. */
+  adminDpop: IdpDpop;
   /** PLATFORM_CONNECTIONS_FILE's connections (the exchange grant's `urn:platform:connection:<name>`); undefined: no file. */
   connections?: ConnectionsService;
   /** What `/health/ready` asks: Postgres, and Redis unless `platform dev` gave an in-process store. */

@@ -22,6 +22,8 @@ export interface RevokeTokenResult {
   known: boolean;
   /** Until when it is denied: the token's exp, or now + 24 h for an id issued elsewhere. */
   expiresAt: Date;
+  /** False while Redis is unreachable: recorded in Postgres (enforced by the IdP), published when Redis returns. */
+  published: boolean;
 }
 
 export interface RevokeUserResult {
@@ -31,6 +33,8 @@ export interface RevokeUserResult {
   refreshFamilies: number;
   /** Authorization codes and approved device codes consumed before they were redeemed. */
   codes: number;
+  /** False while Redis is unreachable: recorded in Postgres (enforced by the IdP), published when Redis returns. */
+  published: boolean;
 }
 
 export interface BlockResult extends RevokeUserResult {
@@ -87,6 +91,10 @@ export interface RevocationServiceOptions {
   usersTable?: string;
   refreshTokens: Pick<RefreshTokenStore, 'revokeFamilies'>;
 }
+
+/** The 503 of a revocation recorded but not published (Redis unreachable), where the answer cannot say so. */
+export const NOT_PUBLISHED =
+  'the revocation is recorded but Redis is unreachable, so the gateways do not have it yet; it is published when Redis is back, retry to confirm';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
@@ -177,30 +185,40 @@ async function eachBounded<T>(items: readonly T[], fn: (item: T) => Promise<void
 export function createRevocationService(o: RevocationServiceOptions): RevocationService {
   const { pool, publisher, log } = o;
 
-  /** Postgres holds the revocation already; a failed publication is retried by the next replay. */
-  async function publish(what: string, fn: () => Promise<void>): Promise<void> {
+  /**
+   * Postgres holds the revocation already; a failed publication is made by the replay that runs when Redis
+   * returns (keepDenylistRestored). False when it could not be published now.
+   */
+  async function published(what: string, fn: () => Promise<void>): Promise<boolean> {
     try {
       await fn();
+      return true;
     } catch (err) {
-      log.warn({ err: { message: (err as Error).message }, what }, 'revocation recorded, not yet published');
-      throw new TemporarilyUnavailableError(
-        'the revocation is recorded but could not be published to the gateways yet; it will be when the cache is back, retry to confirm',
+      log.warn(
+        { err: { message: (err as Error).message }, what },
+        'revocation recorded; Redis is unreachable, it is published when Redis is back',
       );
+      return false;
     }
   }
 
-  /** The cascade of a revocation that has committed: the tokens exchanged from it denied and published. */
-  async function cascade(from: ExchangedFrom, by: string, quiet = false): Promise<number> {
+  /** As `published`, for callers whose answer cannot say so: a 503 naming Redis (the revocation stands). */
+  async function publish(what: string, fn: () => Promise<void>): Promise<void> {
+    if (!(await published(what, fn))) throw new TemporarilyUnavailableError(NOT_PUBLISHED);
+  }
+
+  /**
+   * The cascade of a revocation that has committed: the tokens exchanged from it denied (in Postgres) and
+   * published. False when Redis could not take them now (the replay publishes them when it is back).
+   */
+  async function cascade(from: ExchangedFrom, by: string): Promise<boolean> {
     const jtis = await denyExchanged(pool, from, by);
-    if (jtis.length === 0) return 0;
-    const send = () => eachBounded(jtis, (j) => publisher.denyJti(j.jti, j.exp));
-    if (quiet)
-      await send().catch((err: Error) =>
-        log.warn({ err: { message: err.message } }, 'exchanged tokens revoked, not yet published'),
-      );
-    else await publish('exchanged tokens', send);
+    if (jtis.length === 0) return true;
+    const sent = await published('exchanged tokens', () =>
+      eachBounded(jtis, (j) => publisher.denyJti(j.jti, j.exp)),
+    );
     log.info({ exchangedTokens: jtis.length, by }, 'tokens exchanged from a revoked one revoked');
-    return jtis.length;
+    return sent;
   }
 
   const userIdsByEmail = o.usersTable
@@ -264,12 +282,13 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         created,
       };
     });
-    await publish('user', async () => {
+    // An administrator can revoke while Redis is away: the answer says whether the gateways have it yet.
+    const sent = await published('user', async () => {
       await publisher.denyEmail(e, result.cutoff);
       for (const s of result.subjects) await publisher.denySubject(s, result.cutoff);
     });
     log.info({ email: e, subjects: result.subjects, by, block }, block ? 'user blocked' : 'user revoked');
-    return result;
+    return { ...result, published: sent };
   }
 
   return {
@@ -295,10 +314,10 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
          VALUES ('jti', $1, $2, to_timestamp($3), $4)`,
         [id, known, until, by],
       );
-      await publish('jti', () => publisher.denyJti(id, until));
+      const sent = await published('jti', () => publisher.denyJti(id, until));
       log.info({ jti: id, known, by }, 'token revoked');
-      if (known) await cascade({ jtis: [id] }, by);
-      return { jti: id, known, expiresAt: new Date(until * 1000) };
+      const cascaded = known ? await cascade({ jtis: [id] }, by) : true;
+      return { jti: id, known, expiresAt: new Date(until * 1000), published: sent && cascaded };
     },
 
     revokeUser: ({ email, by }) => revokeUser(email, by, false),
@@ -346,7 +365,7 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
       await publish('client', () => publisher.denySubject(clientId, cutoff));
       log.info({ clientId, by }, 'machine client revoked');
       // The tokens it got for users by exchange carry the users' subjects, not its own: denied by jti.
-      await cascade({ clientId }, by);
+      if (!(await cascade({ clientId }, by))) throw new TemporarilyUnavailableError(NOT_PUBLISHED);
       return { cutoff };
     },
 
@@ -369,7 +388,8 @@ export function createRevocationService(o: RevocationServiceOptions): Revocation
         await publish('sign-in', send);
       }
       log.info({ familyId, by, accessTokens: jtis.length }, 'sign-in revoked');
-      await cascade({ familyIds: [familyId] }, by, quiet);
+      if (!(await cascade({ familyIds: [familyId] }, by)) && !quiet)
+        throw new TemporarilyUnavailableError(NOT_PUBLISHED);
       return tokens;
     },
 

@@ -9,6 +9,7 @@ import { drain, linger, listen } from '../lib/lifecycle.ts';
 import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import { createRedisClient, onFailover, type RedisClient } from '../lib/redis/client.ts';
+import { logRedisErrors } from '../lib/redis/error-log.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
 import { RedisRevocationPublisher, type RevocationPublisher } from '../lib/revocation.ts';
 import { MemorySingleUseStore, RedisSingleUseStore } from '../lib/single-use.ts';
@@ -36,6 +37,7 @@ import { createClientStore } from './store/clients.ts';
 import { createCodeStore } from './store/codes.ts';
 import { createConsentStore } from './store/consents.ts';
 import { createDeviceCodeStore } from './store/device-codes.ts';
+import { DatabaseDpopReplayStore } from './store/dpop-proofs.ts';
 import { schedulePurge } from './store/purge.ts';
 import { createRefreshTokenStore } from './store/refresh-tokens.ts';
 import { createRefusalStore } from './store/refusals.ts';
@@ -148,7 +150,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
       // Every token request checks its rate limit here: under load, one pipeline a turn for all of them.
       autoPipelining: true,
     });
-    redis.on('error', (err) => log.warn({ err: { message: err.message } }, 'redis error'));
+    logRedisErrors(redis, log);
     revocations = new RedisRevocationPublisher(redis);
   }
   const metadataClients = createMetadataClients({
@@ -258,6 +260,12 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
         config,
         redis ? new RedisDpopReplayStore(redis) : new MemoryDpopReplayStore(),
         shared('platform-idp dpop nonce v1'),
+      ),
+      adminDpop: createIdpDpop(
+        config,
+        new DatabaseDpopReplayStore(pool),
+        shared('platform-idp dpop nonce v1'),
+        'the database',
       ),
     };
     let restorer: ReturnType<typeof keepDenylistRestored> | undefined;

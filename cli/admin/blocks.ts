@@ -1,5 +1,6 @@
 import { CliError } from '../client/errors.ts';
 import type { AdminCommandKit } from './api.ts';
+import { NOT_PUBLISHED } from './format.ts';
 
 // `platform admin block | unblock --email E`: a blocked user gets no code, device approval, refresh or userinfo
 // answer, and is cut at every gateway like revoke-user. Requests to /admin/api/block and /admin/api/unblock.
@@ -18,6 +19,7 @@ interface BlockAnswer {
   subjects?: string[];
   refresh_families?: number;
   codes?: number;
+  published?: boolean;
 }
 
 function email(flags: Flags): string {
@@ -44,6 +46,7 @@ export function registerBlockCommands({ command, act, io }: AdminCommandKit<Flag
           `${new Date((r.cutoff ?? 0) * 1000).toISOString()} are refused; ${r.refresh_families} sign-in(s) and ` +
           `${r.codes} code(s) revoked; no new sign-in until unblocked`,
       );
+      if (r.published === false) io.err(NOT_PUBLISHED);
     }),
   );
 

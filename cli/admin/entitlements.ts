@@ -26,7 +26,15 @@ interface GrantAnswer {
   removed?: boolean;
   cutoff?: number;
   subjects?: string[];
+  /** The IdP's PLATFORM_ENTITLEMENTS, on service grants. */
+  mode?: string;
 }
+
+/** What a service grant changes while the IdP's entitlements are open: nothing yet (entity grants always apply). */
+const noEffect = (r: GrantAnswer) =>
+  r.service !== undefined && r.mode === 'open'
+    ? '; no effect while the IdP’s entitlements are open (every user gets every service) until PLATFORM_ENTITLEMENTS=managed'
+    : '';
 
 export function registerEntitlementCommands({ command, act, io }: AdminCommandKit<Flags>): void {
   const grantee = (c: Command) =>
@@ -42,7 +50,7 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
     act(async (api, flags) => {
       const r = await api.json<GrantAnswer>('POST', 'entitlements', { body: target(flags) });
       if (flags.json) return io.out(JSON.stringify(r, null, 2));
-      io.out(`granted ${what(r)} to ${who(r)}${r.created ? '' : ' (already granted)'}`);
+      io.out(`granted ${what(r)} to ${who(r)}${r.created ? '' : ' (already granted)'}${noEffect(r)}`);
     }),
   );
 
@@ -58,7 +66,7 @@ export function registerEntitlementCommands({ command, act, io }: AdminCommandKi
       const cut = r.subjects?.length
         ? `; live tokens cut for sub ${r.subjects.join(', ')} (their next refresh leaves ${what(r)} out)`
         : '';
-      io.out(`${r.removed ? 'ungranted' : 'no such grant:'} ${what(r)} from ${who(r)}${cut}`);
+      io.out(`${r.removed ? 'ungranted' : 'no such grant:'} ${what(r)} from ${who(r)}${cut}${noEffect(r)}`);
     }),
   );
 

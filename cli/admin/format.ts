@@ -62,3 +62,7 @@ export function parseChoice<T extends string>(option: string, value: string, cho
     exitCode: 2,
   });
 }
+
+/** A revocation made while the IdP's Redis is unreachable (the answer's `published: false`). */
+export const NOT_PUBLISHED =
+  "platform: the IdP's Redis is unreachable: the revocation is recorded and the IdP refuses the tokens; the gateways get it when Redis is back (until then a fail-open gateway still accepts them)";

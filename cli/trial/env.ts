@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { exportJWK, generateKeyPair } from 'jose';
 import { ConfigError } from '../../lib/config.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
@@ -83,4 +84,24 @@ export async function trialEnv(o: TrialEnvOptions): Promise<string> {
     ),
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/**
+ * The trial's proxy publishes 127.0.0.1:<port>, which `make dev`'s gateway holds by default (8080): compose would
+ * then fail to start the proxy only after building and starting everything else. Said when the .env is written,
+ * with what to do (the .env is printed all the same: the port may be freed before `up`).
+ */
+export async function portInUseNote(port: number): Promise<string | undefined> {
+  const free = await new Promise<boolean>((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
+  });
+  if (free) return undefined;
+  const other = port === 8090 ? 8091 : 8090;
+  return (
+    `platform: port ${port} on 127.0.0.1 is in use now (\`make dev\`'s gateway listens on 8080): stop it before ` +
+    `\`docker compose up\`, or write the .env with \`trial-env --port ${other}\` and use http://localhost:${other} in ` +
+    'the commands that follow'
+  );
 }

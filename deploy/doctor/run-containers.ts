@@ -7,6 +7,7 @@ import {
   checkProxyUpstream,
   checkTunnelIngress,
 } from './checks/containers.ts';
+import { checkSettingsReach } from './checks/settings.ts';
 import { type ComposeTarget, toolServices } from './compose.ts';
 import { type CheckRow, skip } from './result.ts';
 
@@ -47,5 +48,6 @@ export async function runContainerChecks(
   }
   rows.push(...checkTunnelIngress(t, o.baseUrl, o.services, off.get('tunnel')));
   rows.push(await checkJwksFetch(t, o.authenticatedCallMade));
+  rows.push(...(await checkSettingsReach(t)));
   return rows;
 }

@@ -35,8 +35,9 @@ export async function authenticateAdmin(ctx: IdpContext, x: Exchange): Promise<A
   });
   if (!claims || typeof claims.iat !== 'number' || typeof claims.email !== 'string')
     throw new InvalidTokenError('the access token is invalid or expired');
-  // DPoP (idp/dpop): a bound token needs the DPoP scheme and a proof for this URL by its key.
-  await ctx.dpop.checkSender(x, { ...presented, jkt: claims.cnf?.jkt });
+  // DPoP (idp/dpop): a bound token needs the DPoP scheme and a proof for this URL by its key. Its single use is
+  // recorded in Postgres (idp/store/dpop-proofs.ts), so an administrator can still revoke while Redis is away.
+  await ctx.adminDpop.checkSender(x, { ...presented, jkt: claims.cnf?.jkt });
   if (await ctx.revocation.isRevoked(claims)) throw new InvalidTokenError('the access token is revoked');
   const scopes = typeof claims.scope === 'string' ? claims.scope.split(' ') : [];
   if (!scopes.includes(ADMIN_SCOPE)) throw new InsufficientScopeError(`the token lacks scope ${ADMIN_SCOPE}`);

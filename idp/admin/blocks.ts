@@ -25,6 +25,7 @@ export const blockRoute: AdminHandler = async ({ ctx, body, admin }) => {
     subjects: r.subjects,
     refresh_families: r.refreshFamilies,
     codes: r.codes,
+    published: r.published,
   };
   return { body: out, audit: { target: r.email, email: r.email, detail: out } };
 };

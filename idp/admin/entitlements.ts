@@ -12,9 +12,9 @@ import type { AdminHandler } from './route-table.ts';
 // /admin/api/entitlements (docs/idp.md § Entitlements, § Entity grants):
 //   GET    ?email=E              → {"mode", "items": [grant…], "entities": [entity grant…]} or, with email, that
 //                                   user's roles, grants, services and entity grants
-//   POST   {"service", "email"|"role"}              → {"service", "email"|"role", "granted": true, "created"}
+//   POST   {"service", "email"|"role"}              → {"service", "email"|"role", "granted": true, "created", "mode"}
 //   POST   {"entity", "permission", "email"|"role"} → {"entity", "permission", "email"|"role", "granted", "created"}
-//   DELETE ?service=S&email=E | ?service=S&role=R   → {"service", "email"|"role", "removed", "cutoff", "subjects"}
+//   DELETE ?service=S&email=E | ?service=S&role=R   → {"service", "email"|"role", "removed", "cutoff", "subjects", "mode"}
 //   DELETE ?entity=E[&permission=P]&email=E|role=R  → {"entity", "permission", "email"|"role", "removed", …}
 
 const ROLE = /^[^\p{Cc}]{1,200}$/u;
@@ -126,7 +126,8 @@ export const grantRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
   }
   const { service, who } = target(ctx.config.services, input);
   const r = await ctx.entitlements.grant(service, who, admin.email);
-  const body = { service, ...whoJson(who), granted: true, created: r.created };
+  // `mode`: with open entitlements a service grant is recorded but decides nothing until `managed`.
+  const body = { service, ...whoJson(who), granted: true, created: r.created, mode: ctx.entitlements.mode };
   return { body, audit: { target: whoText(service, who), email: who.email, detail: body } };
 };
 
@@ -148,6 +149,13 @@ export const ungrantRoute: AdminHandler = async ({ ctx, query: q, admin }) => {
   }
   const { service, who } = target(ctx.config.services, input);
   const r = await ctx.entitlements.ungrant(service, who, admin.email);
-  const body = { service, ...whoJson(who), removed: r.removed, cutoff: r.cutoff, subjects: r.subjects };
+  const body = {
+    service,
+    ...whoJson(who),
+    removed: r.removed,
+    cutoff: r.cutoff,
+    subjects: r.subjects,
+    mode: ctx.entitlements.mode,
+  };
   return { body, audit: { target: whoText(service, who), email: who.email, detail: body } };
 };

@@ -5,17 +5,27 @@ import type { AdminHandler } from './route-table.ts';
 const TOKEN_ID = /^[\x21-\x7E]{1,256}$/;
 export const EMAIL = /^[^\s@\p{Cc}]{1,200}@[^\s@\p{Cc}]{1,200}$/u;
 
-/** POST /admin/api/revoke-token {"jti"} → {"jti","known","revoked","expires_at"}. */
+/**
+ * POST /admin/api/revoke-token {"jti"} → {"jti","known","revoked","expires_at","published"}. `published: false`:
+ * Redis is unreachable; the revocation is recorded and the IdP refuses the token, the gateways get it when Redis
+ * is back.
+ */
 export const revokeTokenRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
   const body = await read();
   if (typeof body.jti !== 'string' || !TOKEN_ID.test(body.jti))
     throw new InvalidRequestError('jti must be a token id: 1-256 printable characters without white space');
   const r = await ctx.revocation.revokeToken({ jti: body.jti, by: `admin:${admin.email}` });
-  const out = { jti: r.jti, known: r.known, revoked: true, expires_at: r.expiresAt.toISOString() };
+  const out = {
+    jti: r.jti,
+    known: r.known,
+    revoked: true,
+    expires_at: r.expiresAt.toISOString(),
+    published: r.published,
+  };
   return { body: out, audit: { target: r.jti, detail: out } };
 };
 
-/** POST /admin/api/revoke-user {"email"} → {"email","cutoff","subjects","refresh_families","codes"}. */
+/** POST /admin/api/revoke-user {"email"} → {"email","cutoff","subjects","refresh_families","codes","published"}. */
 export const revokeUserRoute: AdminHandler = async ({ ctx, body: read, admin }) => {
   const body = await read();
   const email = typeof body.email === 'string' ? body.email.trim().toLowerCase() : undefined;
@@ -27,6 +37,7 @@ export const revokeUserRoute: AdminHandler = async ({ ctx, body: read, admin }) 
     subjects: r.subjects,
     refresh_families: r.refreshFamilies,
     codes: r.codes,
+    published: r.published,
   };
   return { body: out, audit: { target: r.email, email: r.email, detail: out } };
 };

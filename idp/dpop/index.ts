@@ -35,7 +35,16 @@ export interface IdpDpop {
   ): Promise<void>;
 }
 
-export function createIdpDpop(config: IdpConfig, replay: DpopReplayStore, nonceKey: Buffer): IdpDpop {
+/**
+ * `store` names where proofs are recorded (`Redis`, `the database`) for the refusal when it cannot be reached: an
+ * operator reading the 503 knows what to look at.
+ */
+export function createIdpDpop(
+  config: IdpConfig,
+  replay: DpopReplayStore,
+  nonceKey: Buffer,
+  store = 'Redis',
+): IdpDpop {
   const nonces = config.dpopNonce ? new DpopNonces(nonceKey) : undefined;
   const nonceValid = nonces ? (n: string) => nonces.nonceValid(n) : undefined;
 
@@ -44,7 +53,9 @@ export function createIdpDpop(config: IdpConfig, replay: DpopReplayStore, nonceK
       return await replay.firstUse(jti, jkt, DPOP_JTI_RETENTION_SECONDS);
     } catch {
       // Fail closed: a proof whose single use cannot be recorded is not accepted.
-      throw new TemporarilyUnavailableError('DPoP proofs cannot be checked right now; retry shortly');
+      throw new TemporarilyUnavailableError(
+        `DPoP proofs cannot be checked right now: ${store} is unreachable; retry shortly`,
+      );
     }
   }
 

@@ -1,7 +1,13 @@
 import { readForm } from '../../lib/http.ts';
 import { authenticateClient } from '../client-auth/index.ts';
 import type { Endpoint } from '../context.ts';
-import { InvalidRequestError, UnauthorizedClientError, UnsupportedTokenTypeError } from '../errors.ts';
+import {
+  InvalidRequestError,
+  TemporarilyUnavailableError,
+  UnauthorizedClientError,
+  UnsupportedTokenTypeError,
+} from '../errors.ts';
+import { NOT_PUBLISHED } from '../revocation.ts';
 import { verifyOwnAccessToken } from '../tokens/jwt.ts';
 import { hashRefreshToken } from './token-response.ts';
 
@@ -32,11 +38,13 @@ export const revoke: Endpoint = async (ctx, x) => {
     if (claims) {
       if (clientId && claims.azp !== clientId)
         throw new UnauthorizedClientError('the token was issued to another client');
-      await ctx.revocation.revokeToken({
+      const r = await ctx.revocation.revokeToken({
         jti: claims.jti,
         exp: claims.exp,
         by: `client:${claims.azp}`,
       });
+      // A client has no `published` field to read: as before, 503 asks it to retry (the revocation stands).
+      if (!r.published) throw new TemporarilyUnavailableError(NOT_PUBLISHED);
     }
   } else if (token.length <= 256) {
     const hash = hashRefreshToken(token);

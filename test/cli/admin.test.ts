@@ -56,6 +56,7 @@ describe('platform admin revoke-user and revoke-token', () => {
       known: true,
       revoked: true,
       expires_at: new Date(exp! * 1000).toISOString(),
+      published: true,
     });
     expect(await st.redis.get(`platform:deny:jti:${jti}`)).toBe('1');
     const unknown = await st.admin(['revoke-token', '--jti', 'not-issued-here']);

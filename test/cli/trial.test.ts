@@ -1,6 +1,7 @@
 // The trial deployment's two commands, run for real: `platform trial-env` writes a deploy/.env of fresh secrets
 // for a loopback trial, and `platform trial-sign-in` (the `trial` profile's sign-in page) creates the web
 // application's tables in `public` and signs anyone in — so it refuses to run for an issuer other machines reach.
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isExampleSecret } from '../../lib/example-secrets.ts';
 import { deriveIdentityKey } from '../../lib/identity.ts';
@@ -43,6 +44,25 @@ describe('platform trial-env', () => {
     for (const s of ['platform', 'mail', 'deals'])
       expect(env.get(`${s.toUpperCase()}_TOOL_IDENTITY_KEY`)).toBe(deriveIdentityKey(secret, s));
     expect(JSON.parse(env.get('PLATFORM_OIDC_PRIVATE_KEY')!)).toMatchObject({ kty: 'RSA', alg: 'RS256' });
+  });
+
+  it('says when the port is in use (make dev holds 8080) and what to do, and still prints the .env', async () => {
+    const held = createServer();
+    await new Promise<void>((r) => held.listen(0, '127.0.0.1', r));
+    const port = (held.address() as { port: number }).port;
+    try {
+      const r = await runPlatform(['trial-env', '--port', String(port)], {});
+      expect(r.code).toBe(0);
+      expect(r.stdout).toContain(`PUBLIC_BASE_URL=http://localhost:${port}`);
+      expect(r.stderr).toBe(
+        `platform: port ${port} on 127.0.0.1 is in use now (\`make dev\`'s gateway listens on 8080): stop it before ` +
+          `\`docker compose up\`, or write the .env with \`trial-env --port 8090\` and use http://localhost:8090 in the commands that follow\n`,
+      );
+    } finally {
+      held.close();
+    }
+    const free = await runPlatform(['trial-env', '--port', String(port)], {});
+    expect(free.stderr).toBe('');
   });
 
   it('refuses a bad --port with a usage error', async () => {

@@ -21,6 +21,7 @@ import {
   type ReplayStack,
   startReplayStack,
 } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 
 const CONNECTOR = 'g-7f3c2a9e1b4d';
 const DOCUMENT = `https://chatgpt.com/oauth/${CONNECTOR}/client.json`;
@@ -33,7 +34,8 @@ let key: Awaited<ReturnType<typeof clientKey>>;
 beforeAll(async () => {
   key = await clientKey('RS256');
   r = await startReplayStack({
-    allowedRedirectUris: [LEGACY_CALLBACK],
+    // docs/connect.md's settings for ChatGPT; the per-connector document stands in for the IdP's fetch of it.
+    ...operatorSettings('chatgpt'),
     documents: () => ({ '/oauth/jwks.json': key.jwks }),
     pinned: ({ docsOrigin }) => [
       {

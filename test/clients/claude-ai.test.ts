@@ -15,22 +15,13 @@
 
 import { describe, expect, it } from 'vitest';
 import { pkcePair, useReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 
 const CALLBACK = 'https://claude.ai/api/mcp/auth_callback';
 const DOCUMENT = 'https://claude.ai/oauth/mcp-oauth-client-metadata';
 
-const r = useReplayStack({
-  allowedRedirectUris: [CALLBACK, 'https://claude.com/api/mcp/auth_callback'],
-  pinned: [
-    {
-      client_id: DOCUMENT,
-      client_name: 'Claude',
-      redirect_uris: [CALLBACK],
-      grant_types: ['authorization_code', 'refresh_token', 'urn:ietf:params:oauth:grant-type:jwt-bearer'],
-      token_endpoint_auth_method: 'none',
-    },
-  ],
-});
+// docs/connect.md's settings for Claude.ai, exactly (its callbacks, deploy/cimd-pinned/claude-ai.json).
+const r = useReplayStack(operatorSettings('claude-ai'));
 
 /** authorize → token → refresh → whoami as Claude's backend sends them; returns what whoami saw. */
 async function signInAsClaude(client: { clientId: string; secret?: string }) {

@@ -15,22 +15,13 @@
 // - 2.1.251 sends no resource at all (anthropics/claude-code#90497), and its refresh omits scope (#89862)
 import { describe, expect, it } from 'vitest';
 import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 import { freePort } from '../helpers/processes.ts';
 
 const DOCUMENT = 'https://claude.ai/oauth/claude-code-client-metadata';
 
-const r = useReplayStack({
-  pinned: [
-    {
-      client_id: DOCUMENT,
-      client_name: 'Claude Code',
-      redirect_uris: ['http://localhost/callback', 'http://127.0.0.1/callback'],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    },
-  ],
-});
+// docs/connect.md's settings for Claude Code, exactly (its pinned document, deploy/cimd-pinned/claude-code.json).
+const r = useReplayStack(operatorSettings('claude-code'));
 
 async function claudeCode(clientId: string, o: { resource?: boolean } = {}): Promise<ClientFlow> {
   const { prm } = await r.discover();

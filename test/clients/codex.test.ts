@@ -17,6 +17,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ClientFlow, type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 import { freePort } from '../helpers/processes.ts';
 
 const CALLBACK_ID = 'platform';
@@ -25,6 +26,8 @@ let document: string;
 
 beforeAll(async () => {
   r = await startReplayStack({
+    // docs/connect.md's settings for Codex (none); the pinned document stands in for the IdP's fetch of it.
+    ...operatorSettings('codex'),
     // The document URL hashes the MCP server URL.
     pinned: ({ baseUrl }) => {
       const hash = createHash('sha256').update(`${baseUrl}/platform/mcp`).digest().subarray(0, 9);

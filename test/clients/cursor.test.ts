@@ -9,12 +9,14 @@
 // specification's clients send them (resource and the resource's scopes on every request).
 import { describe, expect, it } from 'vitest';
 import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 
 const APP = 'cursor://anysphere.cursor-mcp/oauth/callback';
 const WEB = 'https://www.cursor.com/agents/mcp/oauth/callback';
 const LOOPBACK = 'http://localhost:8787/callback';
 
-const r = useReplayStack({ allowedRedirectUris: [APP, WEB] });
+// docs/connect.md's settings for Cursor, exactly.
+const r = useReplayStack(operatorSettings('cursor'));
 
 async function cursor(clientId: string, redirectUri: string): Promise<ClientFlow> {
   const { prm } = await r.discover();

@@ -10,9 +10,11 @@
 //   https://github.com/google-gemini/gemini-cli/blob/main/packages/core/src/mcp/oauth-utils.ts
 import { describe, expect, it } from 'vitest';
 import { useReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 import { freePort } from '../helpers/processes.ts';
 
-const r = useReplayStack();
+// docs/connect.md's settings for Gemini CLI (none).
+const r = useReplayStack(operatorSettings('gemini-cli'));
 
 describe('Gemini CLI', () => {
   it('registers with every scope the metadata lists (oauth-provider.ts), signs in, refreshes with resource and scope, and gets no admin power', async () => {

@@ -17,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ReplayStack, startReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 import { answerConsent, parseConsentForm, sessionCookieName } from '../helpers/oauth.ts';
 import { freePort } from '../helpers/processes.ts';
 
@@ -31,7 +32,10 @@ let home: string;
 let callback: string;
 
 beforeAll(async () => {
-  [r, home] = await Promise.all([startReplayStack({}), mkdtemp(join(tmpdir(), 'platform-inspector-'))]);
+  [r, home] = await Promise.all([
+    startReplayStack(operatorSettings('inspector')),
+    mkdtemp(join(tmpdir(), 'platform-inspector-')),
+  ]);
   callback = `http://127.0.0.1:${await freePort()}/oauth/callback`;
 }, 90_000);
 

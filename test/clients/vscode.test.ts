@@ -10,25 +10,14 @@
 // - PRM `resource` must equal the server URL: https://github.com/microsoft/vscode/blob/main/src/vs/base/common/oauth.ts
 import { describe, expect, it } from 'vitest';
 import { type ClientFlow, useReplayStack } from '../helpers/client-replay.ts';
+import { operatorSettings } from '../helpers/connect-settings.ts';
 import { freePort } from '../helpers/processes.ts';
 
 const DOCUMENT = 'https://vscode.dev/oauth/client-metadata.json';
 const WEB = ['https://insiders.vscode.dev/redirect', 'https://vscode.dev/redirect'];
 
-const r = useReplayStack({
-  allowedRedirectUris: WEB,
-  pinned: [
-    {
-      client_id: DOCUMENT,
-      client_name: 'Visual Studio Code',
-      application_type: 'native',
-      redirect_uris: ['http://127.0.0.1:33418/', 'https://vscode.dev/redirect'],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    },
-  ],
-});
+// docs/connect.md's settings for VS Code, exactly (its vscode.dev redirects, deploy/cimd-pinned/vscode.json).
+const r = useReplayStack(operatorSettings('vscode'));
 
 async function vscode(clientId: string, redirectUri: string): Promise<ClientFlow> {
   const { prm } = await r.discover();

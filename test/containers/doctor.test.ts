@@ -3,6 +3,7 @@
 // sign-in, then `platform doctor` with that token and the tunnel profile off — no FAIL, the tunnel's rows SKIP.
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUTHORIZE_URL, runPlatform, tempConfigHome } from '../cli/support.ts';
 import { answerConsent, parseConsentForm } from '../helpers/oauth.ts';
@@ -134,5 +135,43 @@ describe('a trial deployment, signed in to with platform login', () => {
     expect(r.out).toMatch(/^SKIP\s+#1\s+tunnel\s.*profile tunnel not running/m);
     expect(r.out).toMatch(/^PASS\s+#14\s+deals/m);
     expect(r.code).toBe(0);
+  });
+
+  it('platform doctor names a documented variable the .env sets that a running container lacks', async () => {
+    // The stack's .env as compose read it (its values in the doctor's environment, as compose's shell would
+    // give them): every setting it makes is in every running container.
+    const dotEnv = Object.fromEntries(
+      readFileSync(stack().envFile, 'utf8')
+        .split('\n')
+        .flatMap((l) => {
+          const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(l);
+          return m ? [[m[1]!, m[2]!]] : [];
+        }),
+    );
+    const args = [
+      '--base-url',
+      stack().baseUrl,
+      '--compose',
+      'deploy/compose.yaml',
+      '--project',
+      stack().project,
+    ];
+    const settled = await doctor(args, { ...dotEnv, PLATFORM_TOKEN: token, XDG_CONFIG_HOME: home.dir });
+    expect(settled.out).toMatch(/^PASS\s+-\s+idp\s+documented settings reach it\s+[1-9]\d* setting/m);
+    expect(settled.out).not.toMatch(/^FAIL/m);
+    // The operator adds a line to .env and does not recreate the containers.
+    const edited = await doctor(args, {
+      ...dotEnv,
+      PLATFORM_ENTITLEMENTS: 'managed',
+      PLATFORM_TOKEN: token,
+      XDG_CONFIG_HOME: home.dir,
+    });
+    expect(edited.out).toMatch(
+      /^FAIL\s+-\s+idp\s+documented settings reach it\s+.*_idp_1 lacks PLATFORM_ENTITLEMENTS/m,
+    );
+    const line = edited.out.split('\n').find((l) => /^FAIL\s+-\s+idp\s+documented settings/.test(l)) ?? '';
+    // Names only: a value may be a secret.
+    expect(line).not.toContain('managed');
+    expect(edited.code).toBe(1);
   });
 });

@@ -243,6 +243,7 @@ describe('POST /admin/api/revoke-token', () => {
       known: true,
       revoked: true,
       expires_at: new Date((claims.exp as number) * 1000).toISOString(),
+      published: true,
     });
     expect(await redis.get(`platform:deny:jti:${jti}`)).toBe('1');
     const { rows } = await db.pool.query(

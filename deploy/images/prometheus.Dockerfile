@@ -1,4 +1,4 @@
-# Test-only stand-in for the official prom/prometheus image: Debian's Prometheus on the debootstrap base, with
+# For a host without a registry (deploy/images/build.ts), in place of the official prom/prometheus image: Debian's Prometheus on the debootstrap base, with
 # the official image's entrypoint path (/bin/prometheus) so compose's command (flags only) fits both.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}

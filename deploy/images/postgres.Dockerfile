@@ -1,4 +1,4 @@
-# Test-only stand-in for the official postgres image: Debian's PostgreSQL 15 on the debootstrap base. The
+# For a host without a registry (deploy/images/build.ts), in place of the official postgres image: Debian's PostgreSQL 15 on the debootstrap base. The
 # entrypoint does what the official one does for the variables the stack uses (POSTGRES_USER, POSTGRES_DB):
 # initialise an empty data directory, then run the server in the foreground as the postgres user.
 ARG BASE_IMAGE

@@ -1,4 +1,4 @@
-# Test-only stand-in for the official redis image: Debian's redis-server on the debootstrap base, data in
+# For a host without a registry (deploy/images/build.ts), in place of the official redis image: Debian's redis-server on the debootstrap base, data in
 # /data, run in the foreground as the redis user. Like the official image, a server started without a config
 # file gets --protected-mode no (it is reached from other containers; the network is the boundary).
 ARG BASE_IMAGE

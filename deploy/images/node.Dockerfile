@@ -1,5 +1,5 @@
-# Test-only stand-in for the official Node 24 image (no registry here): the Debian base the suite made with
-# debootstrap, plus the very Node binary that runs the suite (copied in from the build context) and npm from
+# The Node 24 image for a host without a registry (deploy/images/build.ts): the Debian base made with
+# debootstrap, plus the Node binary that runs the build (copied in from the build context) and npm from
 # the npm registry. deploy/Dockerfile builds FROM it through its NODE_IMAGE build argument.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}

@@ -1,4 +1,4 @@
-# Test-only stand-in for the official caddy image: Debian's Caddy 2 on the debootstrap base, started like the
+# For a host without a registry (deploy/images/build.ts), in place of the official caddy image: Debian's Caddy 2 on the debootstrap base, started like the
 # official image (caddy run with /etc/caddy/Caddyfile), with wget for the compose health check.
 ARG BASE_IMAGE
 FROM ${BASE_IMAGE}
