@@ -7,7 +7,7 @@
 // replicas. Postgres comes from test/ha/stack.test.yaml (the deployment's is outside the stack); every secret
 // is a Swarm secret read through <NAME>_FILE, as in production.
 import { randomBytes } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { exportPKCS8, generateKeyPair } from 'jose';
 import pg from 'pg';
@@ -37,6 +37,8 @@ let platformImage = '';
 let previousImage = '';
 let previous: PreviousRelease | undefined;
 let userSessions: string[] = [];
+/** The stack's Postgres from the host (the test's own overlay publishes it on node 1). */
+let databaseUrl = '';
 /** `docker stack deploy` of a checkout's deploy/ files (the previous release's, or this one's) with an image. */
 let deployStack: (repo: string, image: string) => Promise<unknown>;
 const secret = () => randomBytes(16).toString('hex');
@@ -233,8 +235,9 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
       );
     await deployStack(previous.dir, previousImage);
     // The web application's tables, as in the container suite: the tool servers restart until they exist.
+    databaseUrl = `postgresql://platform:${pgPassword}@${node1.address}:5432/platform`;
     const pool = new pg.Pool({
-      connectionString: `postgresql://platform:${pgPassword}@${node1.address}:5432/platform`,
+      connectionString: databaseUrl,
       max: 2,
       connectionTimeoutMillis: 3000,
     });
@@ -367,14 +370,26 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     };
     const loops = [signInLoop(), signInLoop()];
     const calls = await underLoad('platform', async () => {
-      // 1. The migration, with the new image (it runs once and exits).
+      // 1. The migration, with the new image; done when the database has every migration of this checkout.
       await docker(['service', 'update', '--detach', '--image', platformImage, `${STACK}_migrate`]);
-      await waitFor("the new release's migration", 180_000, async () => {
-        const states = (
-          await docker(['service', 'ps', `${STACK}_migrate`, '--format', '{{.Image}} {{.CurrentState}}'])
-        ).stdout;
-        return states.split('\n').some((l) => l.startsWith(platformImage) && /Complete/.test(l));
-      });
+      const expected = ['idp', 'tools'].flatMap((component) =>
+        readdirSync(join(REPO_DIR, component, 'migrations'))
+          .filter((f) => /^\d+_[\w-]+\.sql$/.test(f))
+          .map((f) => `${component}/${f.replace(/\.sql$/, '')}`),
+      );
+      const pool = new pg.Pool({ connectionString: databaseUrl, max: 1, connectionTimeoutMillis: 3000 });
+      pool.on('error', () => {});
+      try {
+        await waitFor("the new release's migration", 180_000, async () => {
+          const { rows } = await pool.query<{ id: string }>(
+            "SELECT component || '/' || version AS id FROM platform.schema_migrations",
+          );
+          const applied = new Set(rows.map((r) => r.id));
+          return expected.every((m) => applied.has(m));
+        });
+      } finally {
+        await pool.end();
+      }
       // 2. The IdP and the gateway, one replica at a time (the stack's update_config).
       for (const service of ['idp', 'gateway'])
         await docker(
