@@ -160,6 +160,27 @@ export const PROVISIONS: Readonly<Record<string, Provision>> = {
   // as deploy/stack.key-rotation.yaml is.
   'swarm:<SERVICE>_MCP_SHARED_SECRET': { kind: 'other', why: 'docs/deploy.md § Optional secrets in Swarm' },
   'swarm:GRAPH_CLIENT_SECRET': { kind: 'other', why: 'docs/deploy.md § Optional secrets in Swarm' },
+  'swarm:PLATFORM_AUTHJS_SECRET': { kind: 'other', why: 'docs/deploy.md § Optional secrets in Swarm' },
+  'swarm:PLATFORM_CONNECTIONS_KEY': { kind: 'other', why: 'docs/deploy.md § Optional secrets in Swarm' },
+  'swarm:PLATFORM_GATEWAY_CLIENT_SECRET': {
+    kind: 'other',
+    why: 'docs/deploy.md § Optional secrets in Swarm',
+  },
+  'swarm:GATEWAY_CLIENT_SECRET': { kind: 'other', why: 'docs/deploy.md § Optional secrets in Swarm' },
+  // The IdP's Secret is mounted item by item (the key-rotation Component adds to that list), and an item whose
+  // key is missing stops the pod, so its optional secrets are an item the operator's overlay adds.
+  'kubernetes:PLATFORM_AUTHJS_SECRET': {
+    kind: 'other',
+    why: 'docs/deploy.md § Optional secrets of the IdP in Kubernetes',
+  },
+  'kubernetes:PLATFORM_CONNECTIONS_KEY': {
+    kind: 'other',
+    why: 'docs/deploy.md § Optional secrets of the IdP in Kubernetes',
+  },
+  'kubernetes:PLATFORM_GATEWAY_CLIENT_SECRET': {
+    kind: 'other',
+    why: 'docs/deploy.md § Optional secrets of the IdP in Kubernetes',
+  },
   REDIS_SENTINELS: { kind: 'other', why: REDIS_FORMS },
   REDIS_SENTINEL_MASTER: { kind: 'other', why: REDIS_FORMS },
   REDIS_CLUSTER_NODES: { kind: 'other', why: REDIS_FORMS },
@@ -176,6 +197,7 @@ export const TOOL_ONLY: Readonly<Record<string, (typeof DEPLOYED_SERVICES)[numbe
   GRAPH_CLIENT_SECRET: 'mail',
   GRAPH_BASE_URL: 'mail',
   GRAPH_TOKEN_URL: 'mail',
+  MAIL_UPSTREAM_CONNECTION: 'mail',
   DEALS_ENTITY_SQL: 'deals',
   PLATFORM_ENTITY_ENFORCEMENT: 'deals',
 };
@@ -207,6 +229,7 @@ export const FILE_MOUNTS: Readonly<Record<string, { readonly path: string; reado
   PLATFORM_CIMD_PINNED_DIR: { path: '/etc/platform/cimd-pinned', source: './cimd-pinned' },
   PLATFORM_TRUSTED_ISSUERS_FILE: { path: '/etc/platform/idp', source: './idp' },
   PLATFORM_CIMD_CA_FILE: { path: '/etc/platform/idp', source: './idp' },
+  PLATFORM_CONNECTIONS_FILE: { path: '/etc/platform/idp', source: './idp' },
   GATEWAY_POLICY_FILE: { path: '/etc/platform/policy', source: './policy' },
 };
 
