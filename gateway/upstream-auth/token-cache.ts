@@ -1,9 +1,9 @@
-import type { RevocationEvent } from '../../lib/revocation.ts';
+import type { ConnectionDropped, RevocationEvent } from '../../lib/revocation.ts';
 
 // The users' upstream tokens, as exchanged, held in this process's memory only (never in Redis, never logged):
 // per user, connection and actor chain, until 60 s before they expire. A revocation of the user (subject or
-// email cut-off) or of an actor drops every entry obtained at or before its cut-off; an upstream's 401 drops the
-// token it refused.
+// email cut-off) or of an actor drops every entry obtained at or before its cut-off; the user disconnecting the
+// connection drops the user's entries of it; an upstream's 401 drops the token it refused.
 
 /** An exchanged token is reused until this long before its expiry (a request must not carry a dying token). */
 export const EXPIRY_MARGIN_SECONDS = 60;
@@ -99,6 +99,13 @@ export class UpstreamTokenCache {
         'sub' in event ? e.sub === event.sub || e.actors.includes(event.sub) : e.email === event.email;
       if (hit) this.#entries.delete(key);
     }
+  }
+
+  /** The user disconnected `connection` at the IdP: none of their tokens of it is served again (any actor chain). */
+  disconnected(event: ConnectionDropped): void {
+    const prefix = `${event.connection}\n`;
+    for (const [key, e] of this.#entries)
+      if (key.startsWith(prefix) && e.email.toLowerCase() === event.email) this.#entries.delete(key);
   }
 
   clear(): void {
