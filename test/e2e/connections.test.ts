@@ -270,11 +270,20 @@ async function connectInBrowser(u: User): Promise<string> {
   }
 }
 
+/**
+ * What a careless client also sends the gateway: the IdP's web-session cookie and an x-platform-* header of its
+ * own (neither may reach the upstream).
+ */
+const ourHeaders = () => ({
+  cookie: `${sessionCookieName(idp.issuer)}=${sessions[0]}`,
+  'x-platform-identity': 't=1,v4=forged-by-the-client',
+});
+
 async function sdkClient(token: string): Promise<Client> {
   const client = new Client({ name: 'e2e-connections', version: '1.0.0' });
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${gw.url}/${NAME}/mcp`), {
-      requestInit: { headers: { authorization: `Bearer ${token}` } },
+      requestInit: { headers: { authorization: `Bearer ${token}`, ...ourHeaders() } },
     }),
   );
   return client;
@@ -301,6 +310,7 @@ function whoamiCall(token: string, id: number | string = 1): Promise<GatewayResp
     method: 'POST',
     token,
     headers: {
+      ...ourHeaders(),
       accept: 'application/json, text/event-stream',
       'mcp-protocol-version': '2026-07-28',
       'mcp-method': 'tools/call',
