@@ -78,8 +78,8 @@ async function introspect(as: UpstreamAs, token: string): Promise<string | undef
     body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
   });
   const answer = (await res.json()) as { active?: boolean; sub?: string; token_type?: string };
-  // An access token only: a refresh token presented as a bearer is not one.
-  return answer.active === true && answer.token_type !== 'refresh_token' ? answer.sub : undefined;
+  // An access token only (oidc-provider names no token_type for a refresh token).
+  return answer.active === true && answer.token_type === 'Bearer' ? answer.sub : undefined;
 }
 
 async function startRemoteMcp(as: UpstreamAs): Promise<RemoteMcp> {
@@ -411,6 +411,23 @@ describe('connected', () => {
       expect(r.headers.host).toBe(remote.host);
     }
     expect(seen.some((r) => r.body.includes('"tools/call"'))).toBe(true);
+  });
+
+  it('the remote server itself takes only oidc-provider’s access tokens: a platform token or a refresh token is 401', async () => {
+    const direct = async (bearer: string) =>
+      (
+        await fetch(remote.mcpUrl, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+          body: '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+        })
+      ).status;
+    const grant = (await storedGrant(alice))!;
+    expect(await direct(await platformToken(alice))).toBe(401);
+    expect(await direct(grant.refreshToken!)).toBe(401);
+    expect(await direct(`${grant.accessToken}x`)).toBe(401);
+    // Dropped from the record: these requests were the test's own, not the gateway's.
+    remote.requests.splice(-3);
   });
 
   it('two users, 50 concurrent calls, never mixed: each upstream request carries the calling user’s token', async () => {
