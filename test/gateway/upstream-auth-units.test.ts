@@ -85,8 +85,13 @@ describe('UpstreamTokenCache', () => {
     };
     for (const [name, o] of Object.entries(entries)) cache.set(cacheKey(o), o, name, 3600, T0);
     const held = () => Object.values(entries).map((o) => cache.get(cacheKey(o), T0 * 1000)?.token ?? '-');
-    cache.disconnected({ connection: 'github', email: 'ann@example.com' });
+    cache.disconnected({ connection: 'github', email: 'ann@example.com' }, T0 + 5);
     expect(held()).toEqual(['-', '-', 'annJira', 'bob']);
+    // An exchange that started before the disconnect answers after it: its token is not kept; a later one is.
+    cache.set(cacheKey(entries.ann), entries.ann, 'in-flight', 3600, T0 + 5);
+    expect(cache.get(cacheKey(entries.ann), T0 * 1000)).toBeUndefined();
+    cache.set(cacheKey(entries.ann), entries.ann, 'reconnected', 3600, T0 + 6);
+    expect(cache.get(cacheKey(entries.ann), T0 * 1000)?.token).toBe('reconnected');
   });
 
   it('a disconnect message is told apart from the revocation events (no gateway takes it for an email cut-off)', () => {
