@@ -31,12 +31,19 @@ import {
   errorOf,
   forgetSharedKeySets,
   type GatewayResponse,
-  startGatewayProcess,
+  IDENTITY_SECRET,
 } from '../gateway/helpers.ts';
 import { callAdminApi } from '../helpers/admin-api.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
-import { sessionCookieName, signIn } from '../helpers/oauth.ts';
-import { freePort, type GatewayProcess, type IdpProcess, startIdpProcess } from '../helpers/processes.ts';
+import { dpopFetch, jktOf, newDpopKey, postFormWithProof } from '../helpers/dpop-client.ts';
+import { obtainCode, sessionCookieName, signIn } from '../helpers/oauth.ts';
+import {
+  freePort,
+  type GatewayProcess,
+  type IdpProcess,
+  startGatewayProcess,
+  startIdpProcess,
+} from '../helpers/processes.ts';
 import { startUpstreamAs, type UpstreamAs } from '../helpers/upstream-as.ts';
 
 const NAME = 'acme';
@@ -207,18 +214,24 @@ beforeAll(async () => {
       LOG_LEVEL: 'trace',
     },
   });
-  gw = await startGatewayProcess({
-    PUBLIC_BASE_URL: 'https://mcp.e2e.test',
-    GATEWAY_SERVICES: NAME,
-    ACME_MCP_UPSTREAM: remote.mcpUrl,
-    ACME_UPSTREAM_KIND: 'remote',
-    ACME_UPSTREAM_CONNECTION: NAME,
-    GATEWAY_CLIENT_SECRET: GATEWAY_SECRET,
-    PLATFORM_ISSUER: idp.issuer,
-    PLATFORM_AUDIENCE: idp.audience,
-    REDIS_URL: inject('redisUrl'),
-    LOG_LEVEL: 'trace',
-  });
+  // Its public URL is where the clients reach it: DPoP proofs name it (htu).
+  const gwPort = await freePort();
+  gw = await startGatewayProcess(
+    {
+      PUBLIC_BASE_URL: `http://127.0.0.1:${gwPort}`,
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      GATEWAY_SERVICES: NAME,
+      ACME_MCP_UPSTREAM: remote.mcpUrl,
+      ACME_UPSTREAM_KIND: 'remote',
+      ACME_UPSTREAM_CONNECTION: NAME,
+      GATEWAY_CLIENT_SECRET: GATEWAY_SECRET,
+      PLATFORM_ISSUER: idp.issuer,
+      PLATFORM_AUDIENCE: idp.audience,
+      REDIS_URL: inject('redisUrl'),
+      LOG_LEVEL: 'trace',
+    },
+    gwPort,
+  );
   adminToken = (await signIn(idp.issuer, admin.sessionToken, { scope: 'platform:admin' })).access_token;
   platformTokens.push(adminToken);
 }, 90_000);
@@ -428,6 +441,47 @@ describe('connected', () => {
     expect(await direct(`${grant.accessToken}x`)).toBe(401);
     // Dropped from the record: these requests were the test's own, not the gateway's.
     remote.requests.splice(-3);
+  });
+
+  it('a DPoP-bound platform token (as `platform login` gets one): exchanged, and neither it nor its proof reaches the remote', async () => {
+    const key = await newDpopKey();
+    const c = await obtainCode({
+      issuer: idp.issuer,
+      sessionToken: alice.sessionToken,
+      params: { scope: 'openid email mcp:acme' },
+    });
+    const t = await postFormWithProof(
+      `${idp.issuer}/oauth/token`,
+      {
+        grant_type: 'authorization_code',
+        code: c.code,
+        code_verifier: c.verifier,
+        redirect_uri: c.redirectUri,
+        client_id: c.clientId,
+      },
+      key,
+    );
+    expect(t.status, t.text).toBe(200);
+    expect(t.json.token_type).toBe('DPoP');
+    const token = String(t.json.access_token);
+    platformTokens.push(token);
+    expect(jktOf(token)).toBe(key.thumbprint);
+    const client = new Client({ name: 'e2e-connections-dpop', version: '1.0.0' });
+    await client.connect(
+      new StreamableHTTPClientTransport(new URL(`${gw.url}/${NAME}/mcp`), {
+        fetch: dpopFetch(key.session, () => token),
+      }),
+    );
+    const before = remote.requests.length;
+    const r = await client.callTool({ name: 'upstream_whoami', arguments: {} });
+    await client.close();
+    expect(r.structuredContent).toEqual({ user: alice.upstreamAccount });
+    const seen = remote.requests.slice(before);
+    expect(seen.length).toBeGreaterThanOrEqual(1);
+    for (const q of seen) {
+      expect(q.bearer).toBe((await storedGrant(alice))!.accessToken);
+      expect(q.headers.dpop).toBeUndefined();
+    }
   });
 
   it('two users, 50 concurrent calls, never mixed: each upstream request carries the calling user’s token', async () => {
