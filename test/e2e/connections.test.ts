@@ -173,6 +173,29 @@ const platformTokens: string[] = [];
 /** Every web session used: no cookie of ours may reach the remote server. */
 const sessions: string[] = [];
 const sealer = new GrantSealer(CONNECTIONS_KEY);
+/** What gateways started and stopped by a test wrote. */
+let otherOutput = '';
+
+/** A `platform gateway` fronting the remote server as `acme`; its public URL is where clients reach it (DPoP htu). */
+async function startGateway(): Promise<GatewayProcess> {
+  const port = await freePort();
+  return startGatewayProcess(
+    {
+      PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
+      GATEWAY_SERVICES: NAME,
+      ACME_MCP_UPSTREAM: remote.mcpUrl,
+      ACME_UPSTREAM_KIND: 'remote',
+      ACME_UPSTREAM_CONNECTION: NAME,
+      GATEWAY_CLIENT_SECRET: GATEWAY_SECRET,
+      PLATFORM_ISSUER: idp.issuer,
+      PLATFORM_AUDIENCE: idp.audience,
+      REDIS_URL: inject('redisUrl'),
+      LOG_LEVEL: 'trace',
+    },
+    port,
+  );
+}
 
 beforeAll(async () => {
   const port = await freePort();
@@ -214,24 +237,7 @@ beforeAll(async () => {
       LOG_LEVEL: 'trace',
     },
   });
-  // Its public URL is where the clients reach it: DPoP proofs name it (htu).
-  const gwPort = await freePort();
-  gw = await startGatewayProcess(
-    {
-      PUBLIC_BASE_URL: `http://127.0.0.1:${gwPort}`,
-      GATEWAY_IDENTITY_SECRET: IDENTITY_SECRET,
-      GATEWAY_SERVICES: NAME,
-      ACME_MCP_UPSTREAM: remote.mcpUrl,
-      ACME_UPSTREAM_KIND: 'remote',
-      ACME_UPSTREAM_CONNECTION: NAME,
-      GATEWAY_CLIENT_SECRET: GATEWAY_SECRET,
-      PLATFORM_ISSUER: idp.issuer,
-      PLATFORM_AUDIENCE: idp.audience,
-      REDIS_URL: inject('redisUrl'),
-      LOG_LEVEL: 'trace',
-    },
-    gwPort,
-  );
+  gw = await startGateway();
   adminToken = (await signIn(idp.issuer, admin.sessionToken, { scope: 'platform:admin' })).access_token;
   platformTokens.push(adminToken);
 }, 90_000);
@@ -318,8 +324,8 @@ async function sdkWhoami(token: string): Promise<string | Error> {
 }
 
 /** One MCP 2026-07-28 tools/call of the remote tool, raw (no handshake), with the JSON-RPC id `id`. */
-function whoamiCall(token: string, id: number | string = 1): Promise<GatewayResponse> {
-  return call(`${gw.url}/${NAME}/mcp`, {
+function whoamiCall(token: string, id: number | string = 1, via = gw): Promise<GatewayResponse> {
+  return call(`${via.url}/${NAME}/mcp`, {
     method: 'POST',
     token,
     headers: {
@@ -374,10 +380,10 @@ async function storedGrant(u: User) {
 }
 
 /** Calls until the answer is no longer `was`; the answer and the milliseconds it took (3 s at most). */
-async function nextRefusal(token: string, was: string): Promise<{ answer: string; ms: number }> {
+async function nextRefusal(token: string, was: string, via = gw): Promise<{ answer: string; ms: number }> {
   const start = performance.now();
   for (;;) {
-    const answer = outcome(await whoamiCall(token));
+    const answer = outcome(await whoamiCall(token, 1, via));
     const ms = performance.now() - start;
     if (answer !== was || ms > 3000) return { answer, ms };
   }
@@ -517,28 +523,38 @@ describe('connected', () => {
 describe('cutting the user off', () => {
   it('platform connections disconnect: revoked at oidc-provider, every gateway’s cached token dropped: the next call is −32042 within 1 s', async () => {
     const token = await platformToken(alice);
-    expect(outcome(await whoamiCall(token))).toBe(alice.upstreamAccount);
-    const home = await tempConfigHome();
-    const revocationsBefore = upstream.revocations;
-    const off = await runPlatform(['connections', 'disconnect', NAME], {
-      XDG_CONFIG_HOME: home.dir,
-      PLATFORM_ISSUER: idp.issuer,
-      PLATFORM_TOKEN: token,
-    });
-    await home.cleanup();
-    expect(off.stdout.trim()).toBe(`disconnected ${NAME} (revoked at the upstream)`);
-    expect(upstream.revocations).toBeGreaterThan(revocationsBefore);
-    // The gateway's cached token went with the grant: the next call is −32042 and nothing reaches the remote
-    // server (it is not left to the upstream to refuse a token it may still honour: a self-contained one would
-    // stay valid there until it expires).
-    const before = remote.requests.length;
-    const refused = await nextRefusal(token, alice.upstreamAccount);
-    expect(refused.ms).toBeLessThan(1000);
-    expect(refused.answer).toBe(`-32042 ${connectUri()}`);
-    const err = await sdkWhoami(token);
-    expect(err).toBeInstanceOf(UrlElicitationRequiredError);
-    expect(remote.requests.length).toBe(before);
-    expect(await storedGrant(alice)).toBeUndefined();
+    // A second gateway (another replica) holds the user's token too.
+    const other = await startGateway();
+    try {
+      for (const via of [gw, other])
+        expect(outcome(await whoamiCall(token, 1, via))).toBe(alice.upstreamAccount);
+      const home = await tempConfigHome();
+      const revocationsBefore = upstream.revocations;
+      const off = await runPlatform(['connections', 'disconnect', NAME], {
+        XDG_CONFIG_HOME: home.dir,
+        PLATFORM_ISSUER: idp.issuer,
+        PLATFORM_TOKEN: token,
+      });
+      await home.cleanup();
+      expect(off.stdout.trim()).toBe(`disconnected ${NAME} (revoked at the upstream)`);
+      expect(upstream.revocations).toBeGreaterThan(revocationsBefore);
+      // Each gateway's cached token went with the grant: the next call is −32042 and nothing reaches the remote
+      // server (it is not left to the upstream to refuse a token it may still honour: a self-contained one
+      // would stay valid there until it expires).
+      const before = remote.requests.length;
+      for (const via of [gw, other]) {
+        const refused = await nextRefusal(token, alice.upstreamAccount, via);
+        expect(refused.ms).toBeLessThan(1000);
+        expect(refused.answer).toBe(`-32042 ${connectUri()}`);
+      }
+      const err = await sdkWhoami(token);
+      expect(err).toBeInstanceOf(UrlElicitationRequiredError);
+      expect(remote.requests.length).toBe(before);
+      expect(await storedGrant(alice)).toBeUndefined();
+    } finally {
+      await other.stop();
+      otherOutput += other.output();
+    }
   });
 
   it('revoke-user: the next call is refused within 1 s; a new sign-in works without reconnecting, exchanged afresh', async () => {
@@ -646,7 +662,7 @@ describe('nothing of ours reaches the upstream', () => {
   });
 
   it('no upstream token in any line the IdP or the gateway wrote (trace level)', () => {
-    const output = idp.output() + gw.output();
+    const output = idp.output() + gw.output() + otherOutput;
     expect(output).toContain('connection token exchanged');
     expect(output).toContain('upstream token exchanged');
     for (const t of upstream.issuedTokens) expect(output.includes(t)).toBe(false);
