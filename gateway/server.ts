@@ -8,7 +8,7 @@ import type { Logger } from '../lib/logger.ts';
 import { instrument } from '../lib/metrics.ts';
 import type { RedisClient } from '../lib/redis/client.ts';
 import { checkRedisCredentials } from '../lib/redis-auth.ts';
-import type { MemoryRevocations, RevocationEvent } from '../lib/revocation.ts';
+import type { ConnectionDropped, MemoryRevocations, RevocationEvent } from '../lib/revocation.ts';
 import type { Tracing } from '../lib/telemetry/index.ts';
 import { createGatewayHandler } from './app.ts';
 import { TokenCache } from './auth/token-cache.ts';
@@ -105,9 +105,14 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     upstreamTokens?.revoked(event);
     if (metrics) recordRevocation(metrics, event);
   };
+  // A user's disconnect at the IdP: their cached token of that connection is not served again.
+  const onConnectionDropped = (event: ConnectionDropped) => upstreamTokens?.disconnected(event);
   if (deps.revocations) {
     revocation = memoryRevocationCheck(deps.revocations);
-    if (upstreamTokens) deps.revocations.on('revocation', onRevocationEvent);
+    if (upstreamTokens) {
+      deps.revocations.on('revocation', onRevocationEvent);
+      deps.revocations.on('connection-dropped', onConnectionDropped);
+    }
     replay = new MemoryDpopReplayStore();
   } else {
     if (config.redisUrl === undefined) throw new ConfigError('REDIS_URL', 'is required');
@@ -122,7 +127,13 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
       log.warn({ issuer, problem: detail }, 'shared key set in redis ignored; fetching it from the issuer'),
     );
     const mirror = new RevocationMirror(config.revocationMode);
-    sync = startRevocationSync(mirror, redis, log, upstreamTokens || metrics ? onRevocationEvent : undefined);
+    sync = startRevocationSync(
+      mirror,
+      redis,
+      log,
+      upstreamTokens || metrics ? onRevocationEvent : undefined,
+      onConnectionDropped,
+    );
     revocation = mirror;
     replay = gatewayReplayStore(redis.cmd, config.revocationMode);
   }
@@ -238,7 +249,10 @@ export async function startGateway(config: GatewayConfig, deps: GatewayDeps): Pr
     sync?.stop();
     stopKeyNotices?.();
     bodies.close();
-    if (upstreamTokens && deps.revocations) deps.revocations.off('revocation', onRevocationEvent);
+    if (upstreamTokens && deps.revocations) {
+      deps.revocations.off('revocation', onRevocationEvent);
+      deps.revocations.off('connection-dropped', onConnectionDropped);
+    }
     upstreamTokens?.clear();
     await Promise.all([...upstreams.values()].map((u) => u.close()));
     await exchanger?.close();

@@ -246,6 +246,7 @@ export async function startIdp(config: IdpConfig, deps: IdpDeps): Promise<Runnin
               config,
               log: log.child({ component: 'connections' }),
               budget: { outbound, gate: countedFetches(limiter, undefined) },
+              revocations: publisher,
             })
           : undefined),
       assertionJtis: redis ? new RedisSingleUseStore(redis) : new MemorySingleUseStore(),

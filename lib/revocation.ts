@@ -22,11 +22,23 @@ export type RevocationEvent =
   | { sub: string; cutoff: number }
   | { email: string; cutoff: number };
 
+/**
+ * A user disconnected a connection (`{"connection","email"}` on the same channel, no cut-off: no platform token is
+ * revoked by it): every gateway forgets the upstream token it holds for that user and connection. A message
+ * only, no key: a gateway that misses it keeps the token until it expires or the upstream refuses it.
+ */
+export interface ConnectionDropped {
+  connection: string;
+  email: string;
+}
+
 /** What the IdP needs: put a token, a whole subject or a whole email on the denylist, instantly. */
 export interface RevocationPublisher {
   denyJti(jti: string, exp: number): Promise<void>;
   denySubject(sub: string, cutoff: number): Promise<void>;
   denyEmail(email: string, cutoff: number): Promise<void>;
+  /** Tells every gateway to drop the user's cached upstream token of `connection`. */
+  dropConnection(email: string, connection: string): Promise<void>;
 }
 
 export function parseRevocationEvent(text: string): RevocationEvent | undefined {
@@ -37,6 +49,19 @@ export function parseRevocationEvent(text: string): RevocationEvent | undefined 
     if (typeof cutoff !== 'number' || !Number.isFinite(cutoff)) return undefined;
     if (typeof v.sub === 'string' && v.sub) return { sub: v.sub, cutoff };
     if (typeof v.email === 'string' && v.email) return { email: v.email.trim().toLowerCase(), cutoff };
+  } catch {
+    // not JSON: ignored
+  }
+  return undefined;
+}
+
+/** A `{"connection","email"}` message; anything else (a revocation event included) is undefined. */
+export function parseConnectionDropped(text: string): ConnectionDropped | undefined {
+  try {
+    const v = JSON.parse(text) as Record<string, unknown>;
+    if (v.cutoff !== undefined || v.jti !== undefined) return undefined;
+    if (typeof v.connection === 'string' && v.connection && typeof v.email === 'string' && v.email)
+      return { connection: v.connection, email: v.email.trim().toLowerCase() };
   } catch {
     // not JSON: ignored
   }
@@ -88,6 +113,11 @@ export class RedisRevocationPublisher implements RevocationPublisher {
       .publish(REVOCATION_CHANNEL, JSON.stringify({ email: e, cutoff }))
       .exec();
   }
+
+  async dropConnection(email: string, connection: string): Promise<void> {
+    const e = email.trim().toLowerCase();
+    await this.#redis.publish(REVOCATION_CHANNEL, JSON.stringify({ connection, email: e }));
+  }
 }
 
 /**
@@ -114,6 +144,11 @@ export class MemoryRevocations extends EventEmitter implements RevocationPublish
     const e = email.trim().toLowerCase();
     this.#emails.set(e, Math.max(cutoff, this.#emails.get(e) ?? 0));
     this.emit('revocation', { email: e, cutoff } satisfies RevocationEvent);
+  }
+
+  async dropConnection(email: string, connection: string): Promise<void> {
+    const e = email.trim().toLowerCase();
+    this.emit('connection-dropped', { connection, email: e } satisfies ConnectionDropped);
   }
 
   isJtiDenied(jti: string, now = Date.now() / 1000): boolean {

@@ -1,7 +1,13 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../../lib/logger.ts';
 import { isCluster, masters, onFailover, type RedisClient } from '../../lib/redis/client.ts';
-import { parseRevocationEvent, REVOCATION_CHANNEL, type RevocationEvent } from '../../lib/revocation.ts';
+import {
+  type ConnectionDropped,
+  parseConnectionDropped,
+  parseRevocationEvent,
+  REVOCATION_CHANNEL,
+  type RevocationEvent,
+} from '../../lib/revocation.ts';
 import type { RevocationMirror } from './mirror.ts';
 
 const JTI_PREFIX = 'platform:deny:jti:';
@@ -18,7 +24,7 @@ export interface RevocationSync {
 
 /**
  * Keeps a RevocationMirror equal to Redis: subscribe to `platform:revocations` (`{"jti"}`, `{"sub","cutoff"}`,
- * `{"email","cutoff"}`), then copy every denylist key (jti, sub and email)
+ * `{"email","cutoff"}`; and `{"connection","email"}`, a disconnect, handed to `onConnectionDropped`), then copy every denylist key (jti, sub and email)
  * (SCAN), on start and after every reconnection — events published while disconnected are lost by pub/sub,
  * so the copy is what makes the mirror whole again. The subscription is confirmed before the scan starts, so
  * nothing published in between can fall through the gap. A resync is retried until it succeeds; until then the
@@ -33,6 +39,7 @@ export function startRevocationSync(
   redis: { cmd: RedisClient; sub: Redis },
   log: Logger,
   onEvent?: (event: RevocationEvent) => void,
+  onConnectionDropped?: (event: ConnectionDropped) => void,
 ): RevocationSync {
   const { cmd, sub } = redis;
   let stopped = false;
@@ -42,6 +49,11 @@ export function startRevocationSync(
   sub.on('message', (channel: string, message: string) => {
     if (channel !== REVOCATION_CHANNEL) return;
     const event = parseRevocationEvent(message);
+    const dropped = event ? undefined : parseConnectionDropped(message);
+    if (dropped) {
+      onConnectionDropped?.(dropped);
+      return;
+    }
     if (!event) {
       log.warn({ channel }, 'ignored a malformed revocation event');
       return;

@@ -1,9 +1,9 @@
-import type { RevocationEvent } from '../../lib/revocation.ts';
+import type { ConnectionDropped, RevocationEvent } from '../../lib/revocation.ts';
 
 // The users' upstream tokens, as exchanged, held in this process's memory only (never in Redis, never logged):
 // per user, connection and actor chain, until 60 s before they expire. A revocation of the user (subject or
-// email cut-off) or of an actor drops every entry obtained at or before its cut-off; an upstream's 401 drops the
-// token it refused.
+// email cut-off) or of an actor drops every entry obtained at or before its cut-off; the user disconnecting the
+// connection drops the user's entries of it; an upstream's 401 drops the token it refused.
 
 /** An exchanged token is reused until this long before its expiry (a request must not carry a dying token). */
 export const EXPIRY_MARGIN_SECONDS = 60;
@@ -37,8 +37,13 @@ export function cacheKey(o: TokenOwner): string {
     : `${o.connection}\n${o.sub}\n${o.actors.join('\n')}`;
 }
 
+/** How long a disconnect is remembered against exchanges already in flight (they time out after 10 s). */
+const DISCONNECT_MEMORY_SECONDS = 60;
+
 export class UpstreamTokenCache {
   readonly #entries = new Map<string, CachedUpstreamToken>();
+  /** `connection\nemail` → unix seconds of the user's latest disconnect of it (recent ones only). */
+  readonly #disconnects = new Map<string, number>();
 
   get size(): number {
     return this.#entries.size;
@@ -64,6 +69,9 @@ export class UpstreamTokenCache {
     obtainedAt: number,
   ): void {
     if (expiresIn === undefined || expiresIn <= EXPIRY_MARGIN_SECONDS) return;
+    // An exchange that started at or before the user's disconnect may answer the dropped grant's token.
+    const disconnectedAt = this.#disconnects.get(`${owner.connection}\n${owner.email.toLowerCase()}`);
+    if (disconnectedAt !== undefined && obtainedAt <= disconnectedAt) return;
     if (this.#entries.size >= MAX_ENTRIES && !this.#entries.has(key)) {
       const oldest = this.#entries.keys().next();
       if (!oldest.done) this.#entries.delete(oldest.value);
@@ -101,7 +109,21 @@ export class UpstreamTokenCache {
     }
   }
 
+  /**
+   * The user disconnected `connection` at the IdP: none of their tokens of it is served again (any actor chain),
+   * nor kept from an exchange that started at or before `nowSeconds`.
+   */
+  disconnected(event: ConnectionDropped, nowSeconds = Date.now() / 1000): void {
+    for (const [k, at] of this.#disconnects)
+      if (at + DISCONNECT_MEMORY_SECONDS < nowSeconds) this.#disconnects.delete(k);
+    this.#disconnects.set(`${event.connection}\n${event.email}`, Math.floor(nowSeconds));
+    const prefix = `${event.connection}\n`;
+    for (const [key, e] of this.#entries)
+      if (key.startsWith(prefix) && e.email.toLowerCase() === event.email) this.#entries.delete(key);
+  }
+
   clear(): void {
     this.#entries.clear();
+    this.#disconnects.clear();
   }
 }

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from '../../lib/db.ts';
 import { ident } from '../../lib/db.ts';
 import type { Logger } from '../../lib/logger.ts';
+import type { RevocationPublisher } from '../../lib/revocation.ts';
 import type { IdpConfig } from '../config.ts';
 import { TemporarilyUnavailableError } from '../errors.ts';
 import type { FetchGate, OutboundBudget } from '../outbound/index.ts';
@@ -91,6 +92,8 @@ export function createConnections(o: {
   fetch?: typeof fetch;
   /** The IdP's outbound-fetch budget and its gate for fetches no request names (the upstream's host counted). */
   budget?: { outbound: OutboundBudget; gate: FetchGate };
+  /** Tells the gateways of a disconnect, so that none serves the user's cached upstream token again. */
+  revocations?: RevocationPublisher;
 }): ConnectionsService {
   const { pool, config, log } = o;
   const cc = config.connections!;
@@ -409,6 +412,14 @@ export function createConnections(o: {
         return rows[0] ? (open(user, name, rows[0]) ?? null) : null;
       });
       if (dropped === undefined) return { disconnected: false, revoked: false };
+      // Before the upstream is asked: a gateway's cached token must not outlive the grant, whatever the upstream
+      // does with the revocation (a self-contained token stays valid there until it expires).
+      await o.revocations?.dropConnection(user.email, name).catch((err: Error) => {
+        log.warn(
+          { connection: name, userId: user.userId, err: { message: err.message } },
+          'gateways not told of the disconnect; their cached token ends when it expires or the upstream refuses it',
+        );
+      });
       let revoked = false;
       if (c?.kind === 'oauth' && dropped !== null) {
         try {

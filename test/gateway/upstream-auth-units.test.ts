@@ -9,6 +9,7 @@ import {
   EXPIRY_MARGIN_SECONDS,
   UpstreamTokenCache,
 } from '../../gateway/upstream-auth/token-cache.ts';
+import { parseConnectionDropped, parseRevocationEvent } from '../../lib/revocation.ts';
 
 const owner = (sub: string, actors: string[] = []) => ({
   connection: 'github',
@@ -72,6 +73,39 @@ describe('UpstreamTokenCache', () => {
     expect(held()).toEqual(['-', 'annLater', '-', 'agentForCid']);
     cache.revoked({ sub: 'agent', cutoff: T0 });
     expect(held()).toEqual(['-', 'annLater', '-', '-']);
+  });
+
+  it('a disconnect drops the user’s entries of that connection, any actor chain, and nothing else', () => {
+    const cache = new UpstreamTokenCache();
+    const entries = {
+      ann: owner('ann'),
+      annAgent: owner('ann', ['agent']),
+      annJira: { ...owner('ann'), connection: 'jira' },
+      bob: owner('bob'),
+    };
+    for (const [name, o] of Object.entries(entries)) cache.set(cacheKey(o), o, name, 3600, T0);
+    const held = () => Object.values(entries).map((o) => cache.get(cacheKey(o), T0 * 1000)?.token ?? '-');
+    cache.disconnected({ connection: 'github', email: 'ann@example.com' }, T0 + 5);
+    expect(held()).toEqual(['-', '-', 'annJira', 'bob']);
+    // An exchange that started before the disconnect answers after it: its token is not kept; a later one is.
+    cache.set(cacheKey(entries.ann), entries.ann, 'in-flight', 3600, T0 + 5);
+    expect(cache.get(cacheKey(entries.ann), T0 * 1000)).toBeUndefined();
+    cache.set(cacheKey(entries.ann), entries.ann, 'reconnected', 3600, T0 + 6);
+    expect(cache.get(cacheKey(entries.ann), T0 * 1000)?.token).toBe('reconnected');
+  });
+
+  it('a disconnect message is told apart from the revocation events (no gateway takes it for an email cut-off)', () => {
+    const message = JSON.stringify({ connection: 'github', email: 'Ann@Example.com' });
+    expect(parseRevocationEvent(message)).toBeUndefined();
+    expect(parseConnectionDropped(message)).toEqual({ connection: 'github', email: 'ann@example.com' });
+    for (const other of [
+      { email: 'ann@example.com', cutoff: T0 },
+      { sub: 'ann', cutoff: T0 },
+      { jti: 'x' },
+      { connection: 'github', email: 'ann@example.com', cutoff: T0 },
+      { connection: '', email: 'ann@example.com' },
+    ])
+      expect(parseConnectionDropped(JSON.stringify(other))).toBeUndefined();
   });
 });
 

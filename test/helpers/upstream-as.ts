@@ -1,6 +1,7 @@
 // A real, independent OAuth authorization server for connection tests: panva's oidc-provider on loopback, with
-// PKCE (S256 only), refresh-token rotation and RFC 7009 revocation. Its login and consent steps approve at once
-// as `account` (the upstream user of the moment); every token it issues and every request it gets are recorded.
+// PKCE (S256 only), refresh-token rotation, RFC 7009 revocation and RFC 7662 introspection (for a resource server
+// of its own: `resourceServer`). Its login and consent steps approve at once as `account` (the upstream user of
+// the moment); every token it issues and every request it gets are recorded.
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -10,6 +11,9 @@ export interface UpstreamAs {
   issuer: string;
   clientId: string;
   clientSecret: string;
+  /** A confidential client allowed only to introspect (RFC 7662 at `introspectionEndpoint`): an API of this AS. */
+  resourceServer: { clientId: string; clientSecret: string };
+  introspectionEndpoint: string;
   /** The upstream user the next sign-in approves as. */
   account: string;
   /** Seconds an access token issued from now on lives. */
@@ -37,6 +41,8 @@ export async function startUpstreamAs(o: { redirectUris: string[] }): Promise<Up
     issuer,
     clientId,
     clientSecret,
+    resourceServer: { clientId: 'upstream-api', clientSecret: randomBytes(24).toString('hex') },
+    introspectionEndpoint: `${issuer}/token/introspection`,
     account: 'upstream-alice',
     accessTtl: 3600,
     issuedTokens: [],
@@ -56,9 +62,26 @@ export async function startUpstreamAs(o: { redirectUris: string[] }): Promise<Up
         response_types: ['code'],
         token_endpoint_auth_method: 'client_secret_basic',
       },
+      {
+        client_id: state.resourceServer.clientId,
+        client_secret: state.resourceServer.clientSecret,
+        redirect_uris: [],
+        grant_types: [],
+        response_types: [],
+        token_endpoint_auth_method: 'client_secret_basic',
+      },
     ],
     scopes: ['openid', 'offline_access', 'repo'],
-    features: { devInteractions: { enabled: false }, revocation: { enabled: true } },
+    features: {
+      devInteractions: { enabled: false },
+      revocation: { enabled: true },
+      // Only the resource server introspects (the connections' client has no business there).
+      introspection: {
+        enabled: true,
+        allowedPolicy: async (_ctx: unknown, client: { clientId: string }) =>
+          client.clientId === state.resourceServer.clientId,
+      },
+    },
     pkce: { required: () => true },
     issueRefreshToken: async () => true,
     rotateRefreshToken: true,
