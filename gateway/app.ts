@@ -8,7 +8,6 @@ import type { Tracing } from '../lib/telemetry/index.ts';
 import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../lib/telemetry/request.ts';
 import { checkAudience, checkScope } from './auth/access.ts';
 import { type PresentedToken, presentedToken } from './auth/bearer.ts';
-import { InvalidTokenError, RevocationUnavailableError } from './auth/errors.ts';
 import type { VerifiedToken } from './auth/verified-token.ts';
 import type { VerifyToken } from './auth/verify-token.ts';
 import type { GatewayConfig, ServiceConfig } from './config.ts';
@@ -17,9 +16,11 @@ import {
   BadRequestError,
   ConnectionRequiredError,
   GatewayError,
+  InvalidTokenError,
   MethodNotAllowedError,
   NotFoundError,
   PayloadTooLargeError,
+  RevocationUnavailableError,
 } from './errors.ts';
 import { checkOrigin, createHostGuard } from './guards.ts';
 import { protectedResourceMetadata } from './metadata.ts';

@@ -1,4 +1,5 @@
-// Every refusal the gateway sends is one of these; gateway/respond.ts turns them into the wire body
+// Every refusal the gateway sends is one of these, in this one module (the routes', the bearer's, the policy's, the
+// limits', the upstreams'); gateway/respond.ts turns them into the wire body
 // `{"error":{"code","message","context":{"request_id","reason"}}}` in one place. `reason` is a stable
 // snake_case identifier (tests and operators match on it); `message` is the specific human-readable text.
 
@@ -157,4 +158,111 @@ export class ExchangeUnavailableError extends GatewayError {
   readonly status = 503;
   readonly code = 'EXCHANGE_UNAVAILABLE';
   override readonly name = 'ExchangeUnavailableError';
+}
+
+// The bearer (gateway/auth).
+
+// The bearer failures. 401s carry `WWW-Authenticate: Bearer resource_metadata=…` (plus error="invalid_token"
+// when a token was given); 403 insufficient_scope names the scope to ask for (RFC 6750 §3.1).
+
+export class MissingTokenError extends GatewayError {
+  readonly status = 401;
+  readonly code = 'MISSING_TOKEN';
+  override readonly name = 'MissingTokenError';
+}
+
+export class InvalidTokenError extends GatewayError {
+  readonly status = 401;
+  readonly code = 'INVALID_TOKEN';
+  override readonly name = 'InvalidTokenError';
+}
+
+export class InsufficientScopeError extends GatewayError {
+  readonly status = 403;
+  readonly code = 'INSUFFICIENT_SCOPE';
+  override readonly name = 'InsufficientScopeError';
+  /** The scope the client should obtain (`mcp:<service>` or `<app id uri>/mcp.access`). */
+  readonly scope: string;
+  constructor(scope: string) {
+    super('insufficient_scope', `token lacks the scope ${scope}`);
+    this.scope = scope;
+  }
+}
+
+/**
+ * 503: the issuer's key set has never been fetched successfully, so no token of it can be checked. This is the
+ * gateway's fault, not the client's; a 401 would make clients throw away good credentials.
+ */
+export class KeysUnavailableError extends GatewayError {
+  readonly status = 503;
+  readonly code = 'JWKS_UNAVAILABLE';
+  override readonly name = 'KeysUnavailableError';
+}
+
+/** 503 in `fail-closed` mode while the revocation mirror is not known to be current (Redis unreachable). */
+export class RevocationUnavailableError extends GatewayError {
+  readonly status = 503;
+  readonly code = 'REVOCATION_UNAVAILABLE';
+  override readonly name = 'RevocationUnavailableError';
+  constructor() {
+    super('revocation_state_unknown', 'revocation state is unavailable (Redis unreachable); retry shortly');
+  }
+}
+
+// The per-tool policy (gateway/policy).
+
+/** 403: a policy rule with `effect: deny` matched, or no rule matched. */
+export class ForbiddenToolError extends GatewayError {
+  readonly status = 403;
+  readonly code = 'FORBIDDEN_TOOL';
+  override readonly name = 'ForbiddenToolError';
+  constructor(message: string) {
+    super('policy_denied', message);
+  }
+}
+
+// The policy file's `limits:` (gateway/limits).
+
+export interface RateLimitState {
+  /** The limit's name in the headers: `limit-<its 1-based position in limits:>`. */
+  policy: string;
+  quota: number;
+  /** The window, in seconds. */
+  window: number;
+  remaining: number;
+  /** Seconds until the window ends and the quota is whole again (at least 1). */
+  resetSeconds: number;
+  per: 'email' | 'client';
+}
+
+/**
+ * 429: a `limits:` entry of the policy file is used up. The response carries Retry-After and the IETF httpapi
+ * RateLimit header fields (draft-ietf-httpapi-ratelimit-headers): `RateLimit-Policy: "<name>";q=<quota>;w=<window>`
+ * and `RateLimit: "<name>";r=<remaining>;t=<seconds to reset>`.
+ */
+export class RateLimitedError extends GatewayError {
+  readonly status = 429;
+  readonly code = 'RATE_LIMITED';
+  override readonly name = 'RateLimitedError';
+  readonly state: RateLimitState;
+  constructor(state: RateLimitState) {
+    super(
+      'rate_limited',
+      `rate limit ${state.policy} (${state.quota} per ${state.window} s per ${state.per}) reached; retry in ${state.resetSeconds} s`,
+    );
+    this.state = state;
+  }
+
+  /** The response headers, as name/value pairs. */
+  headers(): string[] {
+    const s = this.state;
+    return [
+      'retry-after',
+      String(s.resetSeconds),
+      'ratelimit-policy',
+      `"${s.policy}";q=${s.quota};w=${s.window}`,
+      'ratelimit',
+      `"${s.policy}";r=${s.remaining};t=${s.resetSeconds}`,
+    ];
+  }
 }

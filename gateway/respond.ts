@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from '../lib/logger.ts';
-import { InsufficientScopeError, InvalidTokenError, MissingTokenError } from './auth/errors.ts';
 import type { ServiceConfig } from './config.ts';
 import { DpopRefusedError, GATEWAY_DPOP_ALGORITHMS } from './dpop/check.ts';
 import {
@@ -8,9 +7,12 @@ import {
   GatewayError,
   HEADER_MISMATCH_CODE,
   HeaderMismatchError,
+  InsufficientScopeError,
+  InvalidTokenError,
   MethodNotAllowedError,
+  MissingTokenError,
+  RateLimitedError,
 } from './errors.ts';
-import { RateLimitedError } from './limits/errors.ts';
 
 export interface ErrorContext {
   requestId: string;

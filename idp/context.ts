@@ -1,7 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Pool } from '../lib/db.ts';
 import type { ReadinessChecks } from '../lib/health.ts';
-import type { Logger } from '../lib/logger.ts';
 import type { RevocationPublisher } from '../lib/revocation.ts';
 import type { SingleUseStore } from '../lib/single-use.ts';
 import type { ClientKeySets } from './client-auth/key-sets.ts';
@@ -10,6 +8,7 @@ import type { ConnectionsService } from './connections/service.ts';
 import type { IdpDpop } from './dpop/index.ts';
 import type { Entitlements } from './entitlements/entitlements.ts';
 import type { EntityGrants } from './entity-grants/entity-grants.ts';
+import type { Exchange } from './exchange.ts';
 import type { KeyRing } from './keys/ring.ts';
 import type { IdpMetrics } from './metrics.ts';
 import type { OutboundBudget } from './outbound/index.ts';
@@ -74,12 +73,6 @@ export interface IdpContext {
   csrfKey: Buffer;
 }
 
-export interface Exchange {
-  req: IncomingMessage;
-  res: ServerResponse;
-  url: URL;
-  log: Logger;
-  requestId: string;
-}
+export type { Exchange } from './exchange.ts';
 
 export type Endpoint = (ctx: IdpContext, x: Exchange) => Promise<void>;

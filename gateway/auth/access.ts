@@ -1,5 +1,5 @@
 import type { GatewayConfig, ServiceConfig } from '../config.ts';
-import { InsufficientScopeError, InvalidTokenError } from './errors.ts';
+import { InsufficientScopeError, InvalidTokenError } from '../errors.ts';
 import type { VerifiedToken } from './verified-token.ts';
 
 /** Entra delegated permission every connector token must carry (resource-server-contract.md, registration #4). */

@@ -1,4 +1,4 @@
-import { InvalidTokenError, MissingTokenError } from './errors.ts';
+import { InvalidTokenError, MissingTokenError } from '../errors.ts';
 
 /** The access token of an `Authorization` header and the scheme it came under. */
 export interface PresentedToken {

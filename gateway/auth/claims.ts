@@ -1,4 +1,4 @@
-import { InvalidTokenError } from './errors.ts';
+import { InvalidTokenError } from '../errors.ts';
 import type { JsonObject } from './jws.ts';
 
 /** resource-server-contract.md § Bearer validation: 60 s leeway on exp, nbf and iat. */

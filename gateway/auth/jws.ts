@@ -1,5 +1,5 @@
 import { createHmac, type KeyObject, timingSafeEqual, verify } from 'node:crypto';
-import { InvalidTokenError } from './errors.ts';
+import { InvalidTokenError } from '../errors.ts';
 
 // The compact JWS (RFC 7515 §7.1) is split and checked by hand rather than through jose: jose verifies RS256
 // with WebCrypto (~60–80 µs a signature here) where node:crypto's verify costs ~25 µs, and a cache miss is on

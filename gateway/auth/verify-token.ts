@@ -1,5 +1,6 @@
 import { encodeEntitlements } from '../../lib/identity.ts';
 import type { EntraTrust, PlatformTrust, ServiceConfig } from '../config.ts';
+import { InvalidTokenError, KeysUnavailableError } from '../errors.ts';
 import type { KeySet } from '../jwks/key-set.ts';
 import {
   actorsOf,
@@ -9,7 +10,6 @@ import {
   entraEmailOf,
   headerClaim,
 } from './claims.ts';
-import { InvalidTokenError, KeysUnavailableError } from './errors.ts';
 import { checkHeader, type DecodedJws, decodeJws, verifyHs256, verifyRs256 } from './jws.ts';
 import type { TokenCache } from './token-cache.ts';
 import type { VerifiedToken } from './verified-token.ts';

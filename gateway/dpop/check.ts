@@ -6,8 +6,8 @@ import {
   verifyDpopProof,
 } from '../../lib/dpop/index.ts';
 import type { PresentedToken } from '../auth/bearer.ts';
-import { InvalidTokenError } from '../auth/errors.ts';
 import type { VerifiedToken } from '../auth/verified-token.ts';
+import { InvalidTokenError } from '../errors.ts';
 
 /** The proof algorithms the gateway accepts (asymmetric only); named in every 401's `DPoP algs="…"`. */
 export const GATEWAY_DPOP_ALGORITHMS = ['ES256', 'ES384', 'EdDSA', 'Ed25519', 'PS256', 'RS256'] as const;

@@ -8,9 +8,9 @@ import {
 import type { Logger } from '../../lib/logger.ts';
 import type { RedisClient } from '../../lib/redis/client.ts';
 import type { VerifiedToken } from '../auth/verified-token.ts';
+import { RateLimitedError } from '../errors.ts';
 import type { RpcCall } from '../policy/rpc.ts';
 import type { Limit } from '../policy/schema.ts';
-import { RateLimitedError } from './errors.ts';
 
 // The policy file's `limits:` on the request path. Each limit counts, per caller (its email, or its token's
 // client_id/azp), the requests to its services (every request; with `tool`, each tools/call of a named tool),

@@ -1,8 +1,7 @@
 import type { Logger } from '../../lib/logger.ts';
-import { InsufficientScopeError } from '../auth/errors.ts';
+import { ForbiddenToolError, InsufficientScopeError } from '../errors.ts';
 import type { GatewayLimits } from '../limits/limits.ts';
 import { type Caller, type CompiledPolicy, type CompiledRule, compilePolicy } from './compile.ts';
-import { ForbiddenToolError } from './errors.ts';
 import { loadPolicyDocument } from './load.ts';
 import { type RpcCall, rpcCalls } from './rpc.ts';
 import type { Limit } from './schema.ts';

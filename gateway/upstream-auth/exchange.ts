@@ -1,8 +1,7 @@
 import { Pool } from 'undici';
 import type { Logger } from '../../lib/logger.ts';
-import { InvalidTokenError } from '../auth/errors.ts';
 import type { TokenExchangeConfig } from '../config.ts';
-import { ExchangeUnavailableError } from '../errors.ts';
+import { ExchangeUnavailableError, InvalidTokenError } from '../errors.ts';
 
 // The gateway as a client of the platform IdP's token endpoint: RFC 8693 token exchange of the caller's platform
 // access token for the user's token at a connection's upstream (docs/gateway.md § Services with an upstream

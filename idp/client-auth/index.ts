@@ -7,12 +7,8 @@ import type { Client } from '../store/clients.ts';
 import { secretMatches } from './secrets.ts';
 
 export { type ClientKeySets, checkKeySet, createClientKeySets } from './key-sets.ts';
+export { AUTH_METHODS, type AuthMethod, isAuthMethod } from './methods.ts';
 export { hashClientSecret, newClientSecret } from './secrets.ts';
-
-/** RFC 7591 token_endpoint_auth_method values this provider registers and accepts. */
-export const AUTH_METHODS = ['none', 'client_secret_post', 'client_secret_basic', 'private_key_jwt'] as const;
-export type AuthMethod = (typeof AUTH_METHODS)[number];
-export const isAuthMethod = (v: unknown): v is AuthMethod => AUTH_METHODS.includes(v as AuthMethod);
 export const SECRET_METHODS: ReadonlySet<string> = new Set(['client_secret_post', 'client_secret_basic']);
 
 /** RFC 7523 §2.2. */

@@ -8,8 +8,8 @@ import {
   verifyDpopProof,
 } from '../../lib/dpop/index.ts';
 import type { IdpConfig } from '../config.ts';
-import type { Exchange } from '../context.ts';
 import { DpopTokenError, OAuthError, TemporarilyUnavailableError } from '../errors.ts';
+import type { Exchange } from '../exchange.ts';
 
 /** What the provider accepts a proof signed with (discovery's dpop_signing_alg_values_supported). */
 export const IDP_DPOP_ALGORITHMS: readonly string[] = DPOP_ALGORITHMS;

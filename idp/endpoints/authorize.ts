@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { parseParams, redirect } from '../../lib/http.ts';
 import { countedFetches } from '../cimd/index.ts';
 import { consentHost, needsConsent, renderConsent } from '../consent.ts';
@@ -20,15 +20,12 @@ import { adminPowers, grantScope, parseScope } from '../scopes.ts';
 import { freshness, SIGN_IN_MARKER, signInMarker, takeSignInMarker } from '../session/freshness.ts';
 import { loginRedirect, sessionCookie, type WebSession, webSession } from '../session/web-session.ts';
 import type { Client } from '../store/clients.ts';
+import { hashCode } from '../store/codes.ts';
 import type { SessionUser } from '../store/sessions.ts';
 import { recordGrantedResource, validateResource } from './resource.ts';
 
 export const CLI_CLIENT_ID = 'platform-cli';
 const PKCE_CHALLENGE = /^[A-Za-z0-9_-]{43}$/; // base64url(SHA-256) without padding
-
-export function hashCode(code: string): string {
-  return createHash('sha256').update(code).digest('base64url');
-}
 
 /** GET /oauth/authorize: the authorization request in the query. */
 export const authorize: Endpoint = async (ctx, x) => {

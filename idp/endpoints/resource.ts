@@ -2,8 +2,8 @@ import type { IdpConfig } from '../config.ts';
 import type { IdpContext } from '../context.ts';
 import { DEVICE_CODE_GRANT, hashDeviceSecret } from '../device-codes.ts';
 import { InvalidTargetError } from '../errors.ts';
+import { hashCode } from '../store/codes.ts';
 import { grantedResources } from '../store/granted-resources.ts';
-import { hashCode } from './authorize.ts';
 import { hashRefreshToken } from './token-response.ts';
 
 /** What a `resource` names: the platform as a whole, or one service (`service:<name>`). */

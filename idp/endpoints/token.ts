@@ -25,13 +25,13 @@ import { JWT_BEARER_GRANT, workloadClient } from '../machine-clients/workload.ts
 import { grantTypeLabel } from '../metrics.ts';
 import { entitledScope, knownScopes, parseScope } from '../scopes.ts';
 import type { Client } from '../store/clients.ts';
+import { hashCode } from '../store/codes.ts';
 import type { Grant, RotateOutcome } from '../store/refresh-tokens.ts';
 import { inTransaction } from '../store/transaction.ts';
-import { GATEWAY_CLIENT_TYPE } from '../token-exchange/gateway-client.ts';
 import { TOKEN_EXCHANGE_GRANT, tokenExchangeGrant } from '../token-exchange/index.ts';
 import { newJti } from '../tokens/jwt.ts';
-import { hashCode } from './authorize.ts';
 import { deviceCodeGrant } from './device-token.ts';
+import { type ClientKind, clientKind, type GrantRequest, KIND_NAMES } from './grant-request.ts';
 import { checkTokenResource } from './resource.ts';
 import { hashRefreshToken, newRefreshToken, tokenResponse } from './token-response.ts';
 
@@ -58,40 +58,6 @@ function presentedGrant(
   return undefined;
 }
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/; // RFC 7636 §4.1
-
-/**
- * Who a token request comes from: a public client (client_id only), a confidential one (a client users sign in
- * to that authenticates: a client secret or private_key_jwt), a machine client (idp/machine-clients), or the
- * gateway's own client (PLATFORM_GATEWAY_CLIENT_SECRET, idp/token-exchange).
- */
-export type ClientKind = 'public' | 'confidential' | 'machine' | 'gateway';
-
-const KIND_NAMES: Readonly<Record<ClientKind, string>> = {
-  public: 'a public client',
-  confidential: 'a confidential client',
-  machine: 'a machine client',
-  gateway: 'the gateway’s client',
-};
-
-export function clientKind(client: Client): ClientKind {
-  if (client.type === MACHINE_CLIENT_TYPE) return 'machine';
-  if (client.type === GATEWAY_CLIENT_TYPE) return 'gateway';
-  return (client.authMethod ?? 'none') === 'none' ? 'public' : 'confidential';
-}
-
-/** One token request as a grant's handler gets it: the client it stands for, checked against the grant's row. */
-export interface GrantRequest {
-  grantType: string;
-  form: Map<string, string>;
-  /** The authenticated client; undefined when the grant named its client itself (a workload assertion). */
-  client: Client | undefined;
-  clientId: string;
-  kind: ClientKind;
-  /** The DPoP proof's key thumbprint (what is issued is bound to it); undefined: no proof. */
-  jkt: string | undefined;
-  /** A workload assertion's issuer, when that assertion named the machine client. */
-  workloadIssuer?: string;
-}
 
 /** The client a grant stands for, when the grant names it itself (jwt-bearer's workload assertions). */
 type Identified = Pick<GrantRequest, 'client' | 'clientId' | 'kind' | 'workloadIssuer'>;

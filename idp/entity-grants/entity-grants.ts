@@ -3,14 +3,14 @@ import type { EntitlementUser, Grantee } from '../entitlements/entitlements.ts';
 import type { RoleSource } from '../entitlements/roles.ts';
 import type { RevocationService } from '../revocation.ts';
 import type { Queryable } from '../store/transaction.ts';
+import { ENTITY_PERMISSIONS, type EntityPermission } from './permission.ts';
 
 // Entity grants (docs/idp.md § Entity grants): `read` or `write` on an entity key, granted to an email or to a
 // role. Every issuance (code, device code, refresh) reads the user's grants in its own transaction, FOR SHARE,
 // and puts them in the access token's `ent` claim; an ungrant cuts the live tokens of those who lose a
 // permission, so their clients refresh and get a token without it.
 
-export const ENTITY_PERMISSIONS = ['read', 'write'] as const;
-export type EntityPermission = (typeof ENTITY_PERMISSIONS)[number];
+export { ENTITY_PERMISSIONS, type EntityPermission } from './permission.ts';
 /** An entity key: `kind:id` and the like; no spaces or control characters, so it is safe in every listing. */
 export const ENTITY_KEY = /^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$/;
 

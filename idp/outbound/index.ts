@@ -1,5 +1,4 @@
 import type { IncomingMessage } from 'node:http';
-import type { RateLimiter } from '../rate-limit.ts';
 
 // The outbound-fetch budget (docs/idp.md § Outbound fetches): every fetch the IdP makes because a request asked
 // for it — a client metadata document, a private_key_jwt client's jwks_uri, a trusted issuer's key set, an
@@ -20,7 +19,13 @@ import type { RateLimiter } from '../rate-limit.ts';
 export type FetchGate = (url: URL) => Promise<void>;
 
 /** The gate for a request: one fetch counted for its client address, then for the URL's host. */
-export function countedFetches(limiter: RateLimiter, req: IncomingMessage | undefined): FetchGate {
+/** What the budget counts with: the IdP's rate limiter (idp/rate-limit.ts), its two fetch counters. */
+export interface FetchCounters {
+  consume(endpoint: 'cimd', req: IncomingMessage): Promise<void>;
+  consumeKey(endpoint: 'cimd_host', key: string): Promise<void>;
+}
+
+export function countedFetches(limiter: FetchCounters, req: IncomingMessage | undefined): FetchGate {
   return async (url) => {
     if (req) await limiter.consume('cimd', req);
     await limiter.consumeKey('cimd_host', url.host);

@@ -6,7 +6,7 @@ import {
   type MetadataClients,
   parseClientIdUrl,
 } from '../cimd/index.ts';
-import type { AuthMethod } from '../client-auth/index.ts';
+import type { AuthMethod } from '../client-auth/methods.ts';
 
 export interface Client {
   clientId: string;

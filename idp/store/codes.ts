@@ -1,5 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { Pool } from '../../lib/db.ts';
 import { IAT_SQL, isBlockedSql, type Queryable, userLockShared } from './transaction.ts';
+
+/** How a code is kept: its SHA-256 (base64url); the code handed to the client is never stored. */
+export function hashCode(code: string): string {
+  return createHash('sha256').update(code).digest('base64url');
+}
 
 export const CODE_TTL_SECONDS = 60;
 

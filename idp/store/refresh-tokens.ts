@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { coalesce } from '../../lib/coalesce.ts';
 import type { Pool, PoolClient } from '../../lib/db.ts';
-import type { EntityPermission } from '../entity-grants/entity-grants.ts';
+import type { EntityPermission } from '../entity-grants/permission.ts';
 import { REFRESH_TTL_SECONDS, rotationStatements, type UsersTable } from './rotation-sql.ts';
 import { IAT_SQL, inTransaction, type Queryable } from './transaction.ts';
 

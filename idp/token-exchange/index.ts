@@ -1,7 +1,7 @@
 import type { ConnectionUser } from '../connections/types.ts';
 import type { Exchange, IdpContext } from '../context.ts';
+import type { GrantRequest } from '../endpoints/grant-request.ts';
 import { validateResource } from '../endpoints/resource.ts';
-import type { GrantRequest } from '../endpoints/token.ts';
 import {
   InteractionRequiredError,
   InvalidClientError,

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { VerifiedToken } from '../../gateway/auth/verified-token.ts';
-import { RateLimitedError } from '../../gateway/limits/errors.ts';
+import { RateLimitedError } from '../../gateway/errors.ts';
 import { createGatewayLimits } from '../../gateway/limits/limits.ts';
 import { idJagJtiKey } from '../../idp/id-jag/index.ts';
 import { RedisDpopReplayStore } from '../../lib/dpop/index.ts';

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InsufficientScopeError } from '../../gateway/auth/errors.ts';
+import { ForbiddenToolError, InsufficientScopeError } from '../../gateway/errors.ts';
 import { type Caller, compilePolicy } from '../../gateway/policy/compile.ts';
-import { ForbiddenToolError } from '../../gateway/policy/errors.ts';
 import { createPolicyCheck } from '../../gateway/policy/gate.ts';
 import { PolicyFileError, parsePolicy, parsePolicyDocument } from '../../gateway/policy/load.ts';
 import { narrowJsonBody, SseToolsNarrower } from '../../gateway/policy/tools-list.ts';
