@@ -25,11 +25,13 @@ dev: deps
 # (OCI annotations; docs/operations.md § Releases). IMAGE names it (tagged with the version and `latest`);
 # NODE_IMAGE, when set, is the base (an image of your own on a host without a registry: docs/deploy.md).
 IMAGE ?= platform-identity
+# Debian's docker CLI when there (docker.io: its BuildKit needs no buildx plugin); else the one on PATH.
+DOCKER ?= $(shell [ -x /usr/bin/docker ] && echo /usr/bin/docker || echo docker)
 image:
 	@version=$$(node -p "require('./package.json').version"); \
 	revision=$$(git rev-parse HEAD 2>/dev/null || echo unknown); \
 	source=$$(git config --get remote.origin.url 2>/dev/null || echo unknown); \
-	docker build -f deploy/Dockerfile $(if $(NODE_IMAGE),--build-arg NODE_IMAGE=$(NODE_IMAGE)) \
+	$(DOCKER) build -f deploy/Dockerfile $(if $(NODE_IMAGE),--build-arg NODE_IMAGE=$(NODE_IMAGE)) \
 	  --build-arg VERSION=$$version --build-arg REVISION=$$revision --build-arg SOURCE=$$source \
 	  -t $(IMAGE):$$version -t $(IMAGE):latest . && \
 	echo "Built $(IMAGE):$$version (commit $$revision)"

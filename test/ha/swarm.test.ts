@@ -147,10 +147,14 @@ describe('deploy/stack.yaml on a private Docker Swarm', () => {
     // This checkout's image by the documented command (make image: labelled with the release), the previous
     // release's as it was built then.
     const imageName = `platform-swarm-test/platform-identity-${process.pid}`;
-    await run('make', ['-s', '-C', REPO_DIR, 'image', `IMAGE=${imageName}`, `NODE_IMAGE=${img.node}`], {
-      env: { ...process.env, DOCKER_BUILDKIT: '1' },
-      timeoutMs: 600_000,
-    });
+    await run(
+      'make',
+      ['-s', '-C', REPO_DIR, 'image', `IMAGE=${imageName}`, `NODE_IMAGE=${img.node}`, `DOCKER=${DOCKER}`],
+      {
+        env: { ...process.env, DOCKER_BUILDKIT: '1' },
+        timeoutMs: 600_000,
+      },
+    );
     platformImage = `${imageName}:${release().version}`;
     await build(previous.dir, previousImage);
     swarm = await PrivateSwarm.create();
