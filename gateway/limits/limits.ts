@@ -17,6 +17,14 @@ import type { Limit } from '../policy/schema.ts';
 // in a fixed window of `rate`'s seconds, in Redis so that every replica counts into the same counter. While
 // Redis does not answer, each replica counts on its own in memory (rate-limiter-flexible's insurance limiter):
 // traffic goes on, limited per replica, rather than stopping or going unlimited.
+//
+// Far below a limit, a replica does not ask Redis for every request: it takes points ahead (a lease) and spends
+// them in memory, so a limit nobody comes near costs one Redis round trip per LEASE_MAX requests of a caller, not
+// one per request (docs/performance.md § Rate limits). A lease is counted in Redis when taken, so the replicas
+// together never admit more than the limit; what a replica leased and did not spend by the end of the window is
+// lost, which can only make a limit bite early, by at most LEASE_MAX points per replica, and never when the limit
+// is near: a lease is at most 1/LEASE_SHARE of what the last answer said remains, so under LEASE_SHARE points
+// left every request asks Redis, exactly as without leases.
 
 /** Redis keys of the gateway's counters (the IdP's own are under platform:ratelimit:, out of the gateway's reach). */
 export const LIMIT_KEY_PREFIX = 'platform:limits';
@@ -40,7 +48,27 @@ interface CompiledLimit {
   readonly seconds: number;
   /** Made when the limit first counts. */
   limiter: () => RateLimiterAbstract;
+  /** Points taken ahead, per caller (the counter's key), in the current window. */
+  readonly leases: Map<string, Lease>;
 }
+
+/** Points a replica took from the shared counter ahead of use, for one caller of one limit. */
+interface Lease {
+  /** Taken and not spent yet. */
+  points: number;
+  /** When the counter's window ends (ms since the epoch): the lease's points are gone with it. */
+  until: number;
+  /** What the counter's last answer said remained. */
+  remaining: number;
+  /** A lease being taken: requests meanwhile wait for it rather than each taking one. */
+  taking: Promise<void> | undefined;
+}
+
+/** Most points taken ahead at once, and the share of what remains a lease may take. */
+export const LEASE_MAX = 64;
+export const LEASE_SHARE = 16;
+/** Callers whose leases one limit keeps before the expired ones are dropped. */
+const LEASES_KEPT = 4096;
 
 export interface LimitsOptions {
   services: readonly string[];
@@ -77,8 +105,10 @@ export function createGatewayLimits(limits: readonly Limit[], o: LimitsOptions):
           for (const c of calls()) if (c.method === 'tools/call' && c.tool && l.tools.has(c.tool)) points++;
           if (points === 0) continue;
         }
+        const key = keyOf(l.per, caller);
+        if (spend(l.leases.get(key), points)) continue;
         pending ??= [];
-        pending.push(consume(l, keyOf(l.per, caller), points));
+        pending.push(consume(l, key, points));
       }
       if (pending === undefined) return undefined;
       return pending.length === 1 ? pending[0] : Promise.all(pending).then(() => undefined);
@@ -92,21 +122,89 @@ function keyOf(per: Limit['per'], t: VerifiedToken): string {
   return value === '' ? `${t.kind}-sub:${t.sub}` : value;
 }
 
+/** Spends `points` of a lease still in its window; false when it holds too few (Redis is asked). */
+function spend(lease: Lease | undefined, points: number): boolean {
+  if (lease === undefined || lease.points < points || lease.until <= Date.now()) return false;
+  lease.points -= points;
+  return true;
+}
+
+/**
+ * Counts `points` in the shared counter, taking a lease ahead when far enough below the limit. A request that
+ * finds a lease being taken waits for it and spends from it if it can.
+ */
 async function consume(l: CompiledLimit, key: string, points: number): Promise<void> {
-  try {
-    await l.limiter().consume(key, points);
-  } catch (res) {
-    if (!(res instanceof RateLimiterRes)) throw res;
-    const seconds = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
-    throw new RateLimitedError({
-      policy: `limit-${l.position}`,
-      quota: l.count,
-      window: l.seconds,
-      remaining: Math.max(0, res.remainingPoints),
-      resetSeconds: seconds,
-      per: l.per,
-    });
+  for (;;) {
+    const taking = l.leases.get(key)?.taking;
+    if (taking === undefined) break;
+    await taking;
+    if (spend(l.leases.get(key), points)) return;
   }
+  const lease = l.leases.get(key);
+  const live = lease !== undefined && lease.until > Date.now();
+  const ahead = live ? Math.min(LEASE_MAX, Math.floor(lease.remaining / LEASE_SHARE)) : 0;
+  const taking = take(l, key, points, ahead, live ? lease.points : 0);
+  if (ahead > 0) {
+    const done = taking.then(
+      () => undefined,
+      () => undefined,
+    );
+    if (lease) lease.taking = done;
+  }
+  await taking;
+}
+
+async function take(
+  l: CompiledLimit,
+  key: string,
+  points: number,
+  ahead: number,
+  left: number,
+): Promise<void> {
+  const limiter = l.limiter();
+  let res: RateLimiterRes;
+  try {
+    res = await limiter.consume(key, points + ahead);
+  } catch (refused) {
+    if (!(refused instanceof RateLimiterRes)) throw refused;
+    res = refused;
+    // The lease did not fit: give it back, and the request is counted as if it had asked for its own points.
+    if (ahead > 0) await limiter.reward(key, ahead).catch(() => undefined);
+    if (ahead === 0 || res.consumedPoints - ahead > l.count) {
+      remember(l, key, 0, res, 0);
+      throw limitedError(l, res);
+    }
+    remember(l, key, left, res, ahead);
+    return;
+  }
+  remember(l, key, left + ahead, res, 0);
+}
+
+/** What the counter said, kept for the next request of this caller (and the lease's points, `given` back). */
+function remember(l: CompiledLimit, key: string, points: number, res: RateLimiterRes, given: number): void {
+  if (l.leases.size >= LEASES_KEPT && !l.leases.has(key)) {
+    const now = Date.now();
+    for (const [k, v] of l.leases) if (v.until <= now && v.taking === undefined) l.leases.delete(k);
+    if (l.leases.size >= LEASES_KEPT) l.leases.delete(l.leases.keys().next().value!);
+  }
+  l.leases.set(key, {
+    points,
+    until: Date.now() + res.msBeforeNext,
+    remaining: Math.max(0, res.remainingPoints + given),
+    taking: undefined,
+  });
+}
+
+function limitedError(l: CompiledLimit, res: RateLimiterRes): RateLimitedError {
+  const seconds = Math.max(1, Math.ceil(res.msBeforeNext / 1000));
+  return new RateLimitedError({
+    policy: `limit-${l.position}`,
+    quota: l.count,
+    window: l.seconds,
+    remaining: Math.max(0, res.remainingPoints),
+    resetSeconds: seconds,
+    per: l.per,
+  });
 }
 
 /** How often a refused counting command is logged at most. */
@@ -181,6 +279,7 @@ function compileLimit(
     count,
     seconds,
     limiter: () => (limiter ??= make()),
+    leases: new Map(),
   };
 }
 
