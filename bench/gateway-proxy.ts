@@ -15,6 +15,11 @@
 // gateway without), and one with the 50-rule policy plus a rate limit that never triggers (counted in Redis on
 // every request; target ≥ 0.95× the policy alone). With telemetry unset the gateway loads nothing of
 // OpenTelemetry: BENCH_GATEWAY_BASELINE (the build before it) measures that against this one in the same run.
+// The architecture's floor is measured in every run too: the bare relay (bench/gateway/bare-forwarder.ts, node:http
+// + undici and nothing else; target: the gateway ≥ 0.80× it), and the physical cost of a DPoP proof, one ES256
+// verification with node:crypto on the gateway's core (bench/gateway/es256-verify.ts; target: DPoP's added
+// gateway CPU ≤ 2× it). The lines the targets are read from are printed last, each once, for grep:
+//   DPoP added CPU / ES256 verify: <ratio>, gateway / bare relay: <ratio>, gateway / HAProxy (same job): <ratio>
 //
 //   node bench/gateway-proxy.ts                 orchestrates and prints the table
 //   bench/gateway/upstream.ts, bench/gateway/load-generator.ts, bench/gateway/haproxy.ts: what it starts
@@ -67,6 +72,8 @@ import { startBenchIssuer } from './lib/platform-issuer.ts';
 const config = loadGatewayBenchConfig(processEnv());
 const UPSTREAM = fileURLToPath(new URL('./gateway/upstream.ts', import.meta.url));
 const LOAD_GENERATOR = fileURLToPath(new URL('./gateway/load-generator.ts', import.meta.url));
+const BARE_RELAY = fileURLToPath(new URL('./gateway/bare-forwarder.ts', import.meta.url));
+const ES256_VERIFY = fileURLToPath(new URL('./gateway/es256-verify.ts', import.meta.url));
 const PLATFORM_BIN = fileURLToPath(new URL('../bin/platform.js', import.meta.url));
 const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
 
@@ -217,6 +224,8 @@ async function orchestrate(): Promise<void> {
       `${benchPolicy(SERVICE, tokens.length)}\nlimits:\n  - per: email\n    rate: 999999999/60\n`,
     );
     const withLimit = await startGateway({ GATEWAY_POLICY_FILE: limitedFile });
+    // The architecture's floor: node:http + undici relaying to the same upstream, nothing else.
+    const bareRelay = await startGateway({}, BARE_RELAY);
 
     const targets: Target[] = [
       { name: 'direct (upstream)', url: upstreamUrl, proxy: undefined, runs: [] },
@@ -237,6 +246,7 @@ async function orchestrate(): Promise<void> {
       },
       { name: 'gateway, tracing 100 %', url: traced.url, proxy: traced.child, runs: [] },
       { name: 'policy + never-hit limit', url: withLimit.url, proxy: withLimit.child, runs: [] },
+      { name: 'bare relay (node:http + undici)', url: bareRelay.url, proxy: bareRelay.child, runs: [] },
     ];
     // The references, when haproxy is installed (make bench-gateway installs it): HAProxy verifying RS256 in C
     // (the issue's), and HAProxy doing the gateway's whole job. Each its own process, idle while not measured.
@@ -288,6 +298,10 @@ async function orchestrate(): Promise<void> {
     // One request per token first through each proxy (key-set fetch, token cache), then a short warm-up of
     // each target (JIT).
     for (const t of targets.slice(1)) if (!t.dpop) await firstRequests(t.url, tokens);
+    /** One ES256 verification's CPU, measured on the gateway's core between the load runs (once a round). */
+    const es256Runs: number[] = [];
+    const measureEs256 = async () =>
+      es256Runs.push((await firstJsonLine<{ us: number }>(spawnNode(0, [ES256_VERIFY]))).us);
     const warm = Math.min(3, duration);
     const tokensOf = (t: Target) => (t.dpop ? boundTokens : tokens);
     for (const t of targets)
@@ -308,10 +322,14 @@ async function orchestrate(): Promise<void> {
           ),
         );
       }
+      await measureEs256();
     }
-    const [direct, through, policed, dpop, upstreamAuth, tracedRun, limitedRun] = targets.map((t) =>
+    const [direct, through, policed, dpop, upstreamAuth, tracedRun, limitedRun, bare] = targets.map((t) =>
       combine(t.runs),
-    ) as [Measured, Measured, Measured, Measured, Measured, Measured, Measured];
+    ) as [Measured, Measured, Measured, Measured, Measured, Measured, Measured, Measured];
+    const es256 = [...es256Runs].sort((a, b) => a - b)[Math.floor(es256Runs.length / 2)]!;
+    const dpopAdded = dpop.cpuUsPerRequest[1]! - through.cpuUsPerRequest[1]!;
+    const sameJob = references.find((r) => r.label === 'same job');
     /** Per-round ratios of target `a` to target `b`. */
     const roundsOf = (a: Target, b: Target) =>
       a.runs.map((r, i) => `${(r.requestsPerSecond / b.runs[i]!.requestsPerSecond).toFixed(3)}×`).join(', ');
@@ -382,7 +400,11 @@ async function orchestrate(): Promise<void> {
         return [
           `HAProxy (${label}) / direct: ${(r.requestsPerSecond / direct.requestsPerSecond).toFixed(3)}×; per round: ${perRound(
             target,
-          )}; gateway / HAProxy (${label}): ${(through.requestsPerSecond / r.requestsPerSecond).toFixed(3)}×`,
+          )}${
+            label === 'same job'
+              ? ''
+              : `; the gateway's rate over it: ${(through.requestsPerSecond / r.requestsPerSecond).toFixed(3)}×`
+          }`,
         ];
       }),
       ...(baselines.length === 2
@@ -406,6 +428,14 @@ async function orchestrate(): Promise<void> {
               ? 'HAProxy references not measured (BENCH_HAPROXY=off)'
               : 'HAProxy references not measured: no haproxy binary (apt-get install haproxy, or BENCH_HAPROXY=<path>)',
           ]),
+      '',
+      // The lines the targets are read from, each printed once (issue: close to the limit).
+      `ES256 verify (node:crypto, on the gateway's core): ${es256.toFixed(1)} µs CPU (median of ${es256Runs.length}: ${es256Runs.map((v) => v.toFixed(1)).join(', ')})`,
+      `DPoP added CPU / ES256 verify: ${(dpopAdded / es256).toFixed(3)} (target ≤ 2; DPoP adds ${dpopAdded.toFixed(1)} µs of gateway CPU per request over Bearer)`,
+      `gateway / bare relay: ${(through.requestsPerSecond / bare.requestsPerSecond).toFixed(3)} (target ≥ 0.80; per round: ${roundsOf(targets[1]!, targets[7]!)}; gateway CPU ${through.cpuUsPerRequest[1]!.toFixed(1)} µs/request, the relay's ${bare.cpuUsPerRequest[1]!.toFixed(1)})`,
+      sameJob
+        ? `gateway / HAProxy (same job): ${(through.requestsPerSecond / combine(sameJob.target.runs).requestsPerSecond).toFixed(3)} (target ≥ 1.0; per round: ${roundsOf(targets[1]!, sameJob.target)})`
+        : 'gateway / HAProxy (same job): not measured (no haproxy)',
       '',
     ];
     process.stdout.write(lines.join('\n'));
