@@ -47,36 +47,60 @@ export function jwkThumbprint(jwk: JWK | Record<string, unknown>): string {
   return createHash('sha256').update(JSON.stringify(canonical)).digest('base64url');
 }
 
-/** What each proof algorithm needs its key to be (RFC 7518 §3.1, RFC 8037 §3.1, RFC 9864 §2.2). */
-const KEY_RULES: Record<string, { kty: 'EC' | 'OKP' | 'RSA'; crv?: string; bytes?: number; node: string }> = {
-  ES256: { kty: 'EC', crv: 'P-256', bytes: 32, node: 'prime256v1' },
-  ES384: { kty: 'EC', crv: 'P-384', bytes: 48, node: 'secp384r1' },
-  EdDSA: { kty: 'OKP', crv: 'Ed25519', bytes: 32, node: 'ed25519' },
-  Ed25519: { kty: 'OKP', crv: 'Ed25519', bytes: 32, node: 'ed25519' },
-  PS256: { kty: 'RSA', node: 'rsa' },
-  RS256: { kty: 'RSA', node: 'rsa' },
-};
+/**
+ * What each proof algorithm needs its key to be (RFC 7518 §3.1, RFC 8037 §3.1, RFC 9864 §2.2). For EC and OKP keys,
+ * `spki` is the DER SubjectPublicKeyInfo up to the key bytes (RFC 5480 §2 with the curve's OID, RFC 8410 §4): the
+ * coordinates of a full-length jwk follow it as they are (EC: 0x04 ‖ x ‖ y).
+ */
+const KEY_RULES: Record<string, { kty: 'EC' | 'OKP' | 'RSA'; crv?: string; bytes?: number; spki?: Buffer }> =
+  {
+    ES256: {
+      kty: 'EC',
+      crv: 'P-256',
+      bytes: 32,
+      spki: Buffer.from('3059301306072a8648ce3d020106082a8648ce3d03010703420004', 'hex'),
+    },
+    ES384: {
+      kty: 'EC',
+      crv: 'P-384',
+      bytes: 48,
+      spki: Buffer.from('3076301006072a8648ce3d020106052b8104002203620004', 'hex'),
+    },
+    EdDSA: { kty: 'OKP', crv: 'Ed25519', bytes: 32, spki: Buffer.from('302a300506032b6570032100', 'hex') },
+    Ed25519: { kty: 'OKP', crv: 'Ed25519', bytes: 32, spki: Buffer.from('302a300506032b6570032100', 'hex') },
+    PS256: { kty: 'RSA' },
+    RS256: { kty: 'RSA' },
+  };
 /** RFC 7518 §3.3, §3.5: an RSA key for RS256/PS256 is 2048 bits or larger (jose refuses smaller ones, so do we). */
 const MIN_RSA_BITS = 2048;
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
 /** A coordinate or key value: base64url, exactly `bytes` long when the key type fixes it (RFC 7518 §6.2.1.2). */
-function octets(jwk: Record<string, unknown>, name: string, bytes?: number): string {
+function octets(jwk: Record<string, unknown>, name: string, bytes?: number): Buffer {
   const v = member(jwk, name);
   if (!BASE64URL.test(v)) throw new TypeError(`the JWK "${name}" is not base64url`);
-  if (bytes !== undefined && Buffer.from(v, 'base64url').length !== bytes)
+  const b = Buffer.from(v, 'base64url');
+  if (bytes !== undefined && b.length !== bytes)
     throw new TypeError(`the JWK "${name}" is not ${bytes} bytes long`);
-  return v;
+  return b;
 }
 
+const pem = (der: Buffer) =>
+  `-----BEGIN PUBLIC KEY-----\n${der
+    .toString('base64')
+    .match(/.{1,64}/g)!
+    .join('\n')}\n-----END PUBLIC KEY-----\n`;
+
 /**
- * The public key a proof's `jwk` header names, for `alg`, with the checks jose's EmbeddedJWK and WebCrypto import
- * made: `use` sig and `alg` that alg when present, `key_ops` when present exactly ["verify"] (the only operation of
- * a public signature key), `ext` a boolean when present; the key type and curve the alg needs; full-length
- * coordinates; a point on its curve (node:crypto refuses one that is not); RSA of 2048 bits or more. The caller has
- * refused private members already. Throws TypeError.
+ * The public key a proof's `jwk` header names, for `alg`, as the SPKI PEM fast-jwt takes, with the checks jose's
+ * EmbeddedJWK and WebCrypto import made: `use` sig and `alg` that alg when present, `key_ops` when present exactly
+ * ["verify"] (the only operation of a public signature key), `ext` a boolean when present; the key type and curve
+ * the alg needs; full-length coordinates; RSA of 2048 bits or more. An EC point off its curve is refused when the
+ * PEM is made a key (node:crypto `createPublicKey`, in fast-jwt's createVerifier). EC and OKP keys are written
+ * straight into their SPKI (half a miss's CPU went to importing the jwk and exporting it as PEM); an RSA key is
+ * imported by node:crypto to read its size. The caller has refused private members already. Throws TypeError.
  */
-export function importEmbeddedJwk(alg: string, jwk: Record<string, unknown>): KeyObject {
+export function embeddedJwkPem(alg: string, jwk: Record<string, unknown>): string {
   const rule = Object.hasOwn(KEY_RULES, alg) ? KEY_RULES[alg] : undefined;
   if (!rule) throw new TypeError(`alg ${alg} is not a DPoP proof algorithm`);
   if (jwk.use !== undefined && jwk.use !== 'sig') throw new TypeError('the JWK "use" must be "sig"');
@@ -91,30 +115,26 @@ export function importEmbeddedJwk(alg: string, jwk: Record<string, unknown>): Ke
   if (jwk.kty !== rule.kty) throw new TypeError(`alg ${alg} needs a JWK of kty ${rule.kty}`);
   if (rule.crv !== undefined && jwk.crv !== rule.crv)
     throw new TypeError(`alg ${alg} needs the curve ${rule.crv}`);
-  // Only the members that make the key are handed to node:crypto.
-  const material: Record<string, string> =
-    rule.kty === 'EC'
-      ? {
-          kty: 'EC',
-          crv: rule.crv!,
-          x: octets(jwk, 'x', rule.bytes),
-          y: octets(jwk, 'y', rule.bytes),
-        }
-      : rule.kty === 'OKP'
-        ? { kty: 'OKP', crv: rule.crv!, x: octets(jwk, 'x', rule.bytes) }
-        : { kty: 'RSA', n: octets(jwk, 'n'), e: octets(jwk, 'e') };
+  if (rule.kty === 'EC')
+    return pem(Buffer.concat([rule.spki!, octets(jwk, 'x', rule.bytes), octets(jwk, 'y', rule.bytes)]));
+  if (rule.kty === 'OKP') return pem(Buffer.concat([rule.spki!, octets(jwk, 'x', rule.bytes)]));
   let key: KeyObject;
   try {
-    key = createPublicKey({ key: material, format: 'jwk' });
+    // Only the members that make the key are handed to node:crypto.
+    key = createPublicKey({
+      key: {
+        kty: 'RSA',
+        n: octets(jwk, 'n').toString('base64url'),
+        e: octets(jwk, 'e').toString('base64url'),
+      },
+      format: 'jwk',
+    });
   } catch {
-    throw new TypeError('the JWK is not a valid public key');
+    throw new TypeError('the JWK is not a valid RSA public key');
   }
-  const details = key.asymmetricKeyDetails;
-  const type = key.asymmetricKeyType === 'ec' ? details?.namedCurve : key.asymmetricKeyType;
-  if (type !== rule.node) throw new TypeError(`the JWK is not a key for ${alg}`);
-  if (rule.kty === 'RSA' && !((details?.modulusLength ?? 0) >= MIN_RSA_BITS))
+  if (key.asymmetricKeyType !== 'rsa' || !((key.asymmetricKeyDetails?.modulusLength ?? 0) >= MIN_RSA_BITS))
     throw new TypeError(`alg ${alg} needs an RSA key of ${MIN_RSA_BITS} bits or more`);
-  return key;
+  return key.export({ type: 'spki', format: 'pem' }) as string;
 }
 
 /** One proof key, ready: its verifier, and what a verified proof returns about it. */
@@ -152,15 +172,14 @@ export function heldEmbeddedKey(protectedHeader: string): EmbeddedKey | undefine
 }
 
 /**
- * Imports a proof's key (see {@link importEmbeddedJwk}; throws TypeError for one it refuses, and nothing is kept),
+ * Imports a proof's key (see {@link embeddedJwkPem}; throws for one it refuses, and nothing is kept),
  * builds its verifier and thumbprint, and keeps them for `protectedHeader`. The caller has checked the header's typ,
  * that `alg` is one it accepts and that `jwk` has no private members.
  */
 export function embeddedKey(protectedHeader: string, alg: string, jwk: Record<string, unknown>): EmbeddedKey {
-  const key = importEmbeddedJwk(alg, jwk);
   const verify = createVerifier({
     // fast-jwt takes a PEM (or a secret) and makes its KeyObject from it once, here.
-    key: key.export({ type: 'spki', format: 'pem' }) as string,
+    key: embeddedJwkPem(alg, jwk),
     // fast-jwt names Ed25519 keys' algorithm EdDSA and checks the key against the list; Ed25519 (RFC 9864) is the
     // same signature, and the header of this entry is always `alg`.
     algorithms: (alg === 'Ed25519' ? ['EdDSA', 'Ed25519'] : [alg]) as never,

@@ -9,7 +9,7 @@ import {
 import { Redis } from 'ioredis';
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { describe, expect, inject, it } from 'vitest';
-import { EMBEDDED_KEYS_HELD, embeddedKeys } from '../../lib/dpop/embedded-key.ts';
+import { EMBEDDED_KEYS_HELD, embeddedJwkPem, embeddedKeys } from '../../lib/dpop/embedded-key.ts';
 import {
   accessTokenHash,
   DPOP_FUTURE_LEEWAY_SECONDS,
@@ -447,6 +447,18 @@ describe('verifyDpopProof against forged proofs', () => {
     const t = Math.floor(Date.now() / 1000);
     expect(refused(forged(h, claims({ exp: t - 10 }), s)).message).toMatch(/signature or jwk/);
     expect(refused(forged(h, claims({ nbf: t + 600 }), s)).message).toMatch(/signature or jwk/);
+  });
+
+  it('writes EC and OKP keys into the same SPKI node:crypto exports', () => {
+    for (const [alg, k] of [
+      ['ES256', keyPair('ec', { namedCurve: 'P-256' })],
+      ['ES384', keyPair('ec', { namedCurve: 'P-384' })],
+      ['EdDSA', keyPair('ed25519')],
+      ['RS256', keyPair('rsa', { modulusLength: 2048 })],
+    ] as const) {
+      const pem = embeddedJwkPem(alg, k.jwk as Record<string, unknown>);
+      expect(pem).toBe(k.publicKey.export({ type: 'spki', format: 'pem' }));
+    }
   });
 
   it('checks the server alg list for a key already held', () => {
