@@ -8,9 +8,9 @@ import type { JWK } from 'jose';
 // to its key's verifier. Its signature and claims are still verified, every time (docs/gateway.md § What DPoP
 // costs).
 //
-// The verifier is fast-jwt's (docs/security.md § DPoP, why fast-jwt): synchronous, over node:crypto, with the
-// public key made into a KeyObject once, when the verifier is created. jose v6 verifies through WebCrypto only, which
-// is asynchronous and costs more than the signature itself for a proof.
+// The verifier is fast-jwt's (docs/security.md § How a proof is verified): synchronous, over node:crypto, with the
+// public key made into a KeyObject once, when the verifier is created. jose v6 verifies through WebCrypto only:
+// asynchronous, and a third to two thirds of a signature's CPU more per proof (docs/gateway.md § What DPoP costs).
 
 /** A member of a JWK read as what RFC 7638 hashes: a string, or nothing. */
 const member = (jwk: Record<string, unknown>, name: string): string => {
