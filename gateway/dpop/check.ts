@@ -45,8 +45,16 @@ export interface DpopRequest {
   path: string;
 }
 
-/** The DPoP rules of one request, after the token's own checks; undefined when there is nothing to await. */
+/**
+ * The DPoP rules of one request, after the token's own checks. A refusal found locally is thrown; what is returned
+ * is the replay store's answer (one Redis `SET NX`), or undefined when there is nothing to await.
+ */
 export type DpopCheck = (r: DpopRequest, t: VerifiedToken) => Promise<void> | undefined;
+
+/** The replay store's answer: a jti seen before is a replayed proof. */
+function firstUse(first: boolean): void {
+  if (!first) throw new DpopRefusedError('invalid_dpop_proof', 'the DPoP proof has been used before');
+}
 
 /**
  * RFC 9449 §7 at the gateway. An unbound token as Bearer returns at once (no cost). A bound token (`cnf.jkt`)
@@ -58,13 +66,17 @@ export function createDpopCheck(deps: DpopCheckDeps): DpopCheck {
   const { publicBaseUrl, replay, nonces } = deps;
   const nonceValid = nonces && ((n: string) => nonces.nonceValid(n));
 
-  async function checkProof(r: DpopRequest, t: VerifiedToken): Promise<void> {
+  /**
+   * Everything but the replay check runs synchronously (a refusal is thrown before any await); what is returned is
+   * the Redis round trip alone.
+   */
+  function checkProof(r: DpopRequest, t: VerifiedToken): Promise<void> {
     if (r.proof === undefined) throw new DpopRefusedError('invalid_dpop_proof', 'no DPoP proof header');
     if (r.proofRepeated) throw new DpopRefusedError('invalid_dpop_proof', 'more than one DPoP proof header');
     let jkt: string;
     let jti: string;
     try {
-      ({ jkt, jti } = await verifyDpopProof(r.proof, {
+      ({ jkt, jti } = verifyDpopProof(r.proof, {
         method: r.method,
         url: publicBaseUrl + r.path,
         accessToken: r.presented.token,
@@ -82,8 +94,7 @@ export function createDpopCheck(deps: DpopCheckDeps): DpopCheck {
         'invalid_dpop_proof',
         'the DPoP proof key is not the key the token is bound to',
       );
-    if (!(await replay.firstUse(jti, jkt, DPOP_JTI_RETENTION_SECONDS)))
-      throw new DpopRefusedError('invalid_dpop_proof', 'the DPoP proof has been used before');
+    return replay.firstUse(jti, jkt, DPOP_JTI_RETENTION_SECONDS).then(firstUse);
   }
 
   return (r, t) => {

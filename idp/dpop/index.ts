@@ -67,9 +67,9 @@ export function createIdpDpop(
     async tokenProof(x) {
       const header = dpopHeader(x);
       if (header === undefined) return undefined;
-      let proof: Awaited<ReturnType<typeof verifyDpopProof>>;
+      let proof: ReturnType<typeof verifyDpopProof>;
       try {
-        proof = await verifyDpopProof(header, {
+        proof = verifyDpopProof(header, {
           method: x.req.method ?? '',
           url: `${config.issuer}/oauth/token`,
           nonceValid,
@@ -97,9 +97,9 @@ export function createIdpDpop(
         throw new DpopTokenError('invalid_token', 'the access token is not DPoP-bound: send it as Bearer');
       const header = dpopHeader(x);
       if (header === undefined) throw new DpopTokenError('invalid_dpop_proof', 'a DPoP proof is required');
-      let proof: Awaited<ReturnType<typeof verifyDpopProof>>;
+      let proof: ReturnType<typeof verifyDpopProof>;
       try {
-        proof = await verifyDpopProof(header, {
+        proof = verifyDpopProof(header, {
           method: x.req.method ?? '',
           url: `${config.issuer}${x.url.pathname}`,
           accessToken: o.token,

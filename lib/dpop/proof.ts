@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { decodeProtectedHeader, type JWK, type JWTPayload, jwtVerify } from 'jose';
-import { cachedEmbeddedJwk, embeddedKeyThumbprint, jwkThumbprint } from './embedded-key.ts';
+import type { JWK } from 'jose';
+import { type EmbeddedKey, embeddedKey, heldEmbeddedKey } from './embedded-key.ts';
 
 export { jwkThumbprint } from './embedded-key.ts';
 
@@ -85,33 +85,50 @@ export function normaliseHtu(value: string): string | undefined {
 
 const PRIVATE_MEMBERS = ['d', 'p', 'q', 'dp', 'dq', 'qi', 'oth', 'k'] as const;
 const bad = (message: string) => new DpopProofError('invalid_dpop_proof', message);
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
 
-/** RFC 9449 §4.3: checks one `DPoP` header value. Throws DpopProofError; replay (jti) is the caller's store. */
-export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Promise<VerifiedDpopProof> {
-  if (typeof proof !== 'string' || !proof || proof.includes(','))
-    throw bad('exactly one DPoP proof is required');
-  let header: ReturnType<typeof decodeProtectedHeader>;
+/** The protected header of a proof whose key is not held yet, checked as RFC 9449 §4.3 checks 2–5 say. */
+function keyFromHeader(segment: string, algorithms: readonly string[]): EmbeddedKey {
+  let header: unknown;
   try {
-    header = decodeProtectedHeader(proof);
+    if (!BASE64URL.test(segment)) throw new TypeError('not base64url');
+    header = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
   } catch {
     throw bad('the DPoP proof is not a JWT');
   }
-  if (header.typ !== 'dpop+jwt') throw bad('the DPoP proof typ must be dpop+jwt');
-  if (typeof header.alg !== 'string' || !o.algorithms.includes(header.alg)) {
-    throw bad('the DPoP proof alg is not supported');
-  }
-  const jwk = header.jwk;
+  if (header === null || typeof header !== 'object' || Array.isArray(header))
+    throw bad('the DPoP proof is not a JWT');
+  const { typ, alg, jwk } = header as { typ?: unknown; alg?: unknown; jwk?: unknown };
+  if (typ !== 'dpop+jwt') throw bad('the DPoP proof typ must be dpop+jwt');
+  if (typeof alg !== 'string' || !algorithms.includes(alg)) throw bad('the DPoP proof alg is not supported');
   if (!jwk || typeof jwk !== 'object' || Array.isArray(jwk)) throw bad('the DPoP proof has no jwk header');
   if (PRIVATE_MEMBERS.some((m) => m in jwk)) throw bad('the DPoP proof jwk must be a public key');
-  let payload: JWTPayload;
-  let verifiedKey: unknown;
   try {
-    ({ payload, key: verifiedKey } = await jwtVerify(proof, cachedEmbeddedJwk, {
-      typ: 'dpop+jwt',
-      algorithms: [...o.algorithms],
-    }));
-  } catch (e) {
-    if (e instanceof DpopProofError) throw e;
+    return embeddedKey(segment, alg, jwk as Record<string, unknown>);
+  } catch {
+    throw bad('the DPoP proof signature or jwk is not valid');
+  }
+}
+
+/**
+ * RFC 9449 §4.3: checks one `DPoP` header value. Throws DpopProofError; replay (jti) is the caller's store.
+ * Synchronous: the signature is verified with node:crypto by the proof key's fast-jwt verifier, made once per
+ * protected header (lib/dpop/embedded-key.ts), and the header is decoded only when its key is not held.
+ */
+export function verifyDpopProof(proof: string, o: DpopVerifyOptions): VerifiedDpopProof {
+  if (typeof proof !== 'string' || !proof || proof.includes(','))
+    throw bad('exactly one DPoP proof is required');
+  const dot = proof.indexOf('.');
+  if (dot <= 0) throw bad('the DPoP proof is not a JWT');
+  const segment = proof.slice(0, dot);
+  let key = heldEmbeddedKey(segment);
+  if (key === undefined) key = keyFromHeader(segment, o.algorithms);
+  // Held keys passed the header's checks when first seen; the alg list is the caller's, checked every time.
+  else if (!o.algorithms.includes(key.alg)) throw bad('the DPoP proof alg is not supported');
+  let payload: Record<string, unknown>;
+  try {
+    payload = key.verify(proof);
+  } catch {
     throw bad('the DPoP proof signature or jwk is not valid');
   }
   const { jti, htm, htu, iat } = payload as { jti?: unknown; htm?: unknown; htu?: unknown; iat?: unknown };
@@ -140,7 +157,6 @@ export async function verifyDpopProof(proof: string, o: DpopVerifyOptions): Prom
       throw new DpopProofError('use_dpop_nonce', 'the authorization server requires a fresh DPoP nonce');
     }
   }
-  // The thumbprint of the key the signature was just verified with (kept beside it: lib/dpop/embedded-key.ts).
-  const jkt = embeddedKeyThumbprint(verifiedKey) ?? (await jwkThumbprint(jwk as JWK));
-  return { jkt, jti, iat, jwk: jwk as JWK };
+  // The thumbprint of the key the signature was just verified with (computed with it: lib/dpop/embedded-key.ts).
+  return { jkt: key.jkt, jti, iat, jwk: key.jwk as JWK };
 }

@@ -24,7 +24,7 @@ export async function newDpopKey(alg: 'ES256' | 'EdDSA' = 'ES256'): Promise<Dpop
   const jwk = await exportJWK(publicKey);
   return {
     jwk,
-    jkt: await jwkThumbprint(jwk),
+    jkt: jwkThumbprint(jwk),
     proof: (method, url, o = {}) =>
       new SignJWT({
         htm: method,
