@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { answerPreflight } from '../lib/cors.ts';
 import { type ReadinessChecks, sendLive, sendReady } from '../lib/health.ts';
-import { bodySha256, type SignedRequest, signIdentity } from '../lib/identity.ts';
+import { bodySha256, pushIdentityHeaders, type SignedRequest } from '../lib/identity.ts';
 import type { Logger } from '../lib/logger.ts';
 import type { Tracing } from '../lib/telemetry/index.ts';
 import { mcpRequestInfo, RequestTrace, traceMcp, traceOf } from '../lib/telemetry/request.ts';
@@ -83,7 +83,13 @@ interface Exchange {
   requestId: string;
   route: Route | undefined;
   /** The bearer as presented (the subject token of an upstream connection's exchange); set once verified. */
-  bearer?: string;
+  bearer: string | undefined;
+  // A protected request once its body is read and the policy has decided (set in `proxy`): what its last steps
+  // (the upstream credential, the identity, the dispatch) need, carried here instead of in closures.
+  /** The request target at the upstream. */
+  path: string;
+  body: Buffer | null;
+  narrow: ToolFilter | undefined;
 }
 
 /** A service's part of the routing: what its routes need (the route table's per-service context). */
@@ -241,88 +247,124 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
 
   /** The protected route: the body read (only now: an anonymous caller cannot make the gateway buffer), signed, sent. */
   function proxy(req: IncomingMessage, res: ServerResponse, x: Exchange, t: VerifiedToken): void {
-    const { h, requestId } = x;
     const route = x.route!;
     const { service } = route;
     if (service.upstreamConnection !== undefined) {
       try {
         checkExchangeable(service, t);
       } catch (e) {
-        return fail(req, res, requestId, route, e, hasBody(h));
+        return fail(req, res, x.requestId, route, e, hasBody(x.h));
       }
     }
-    bodies.read(req, h, (err, body) => {
-      if (err) return fail(req, res, requestId, route, err);
-      if (h.mcpMethod !== undefined && req.method === 'POST') {
-        try {
-          checkMcpHeaders(h, body);
-        } catch (e) {
-          return fail(req, res, requestId, route, e);
-        }
-      }
-      const trace = tracing && traceOf(res);
-      if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
-      // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here. The
-      // rules and limits of one load decide the whole request, even when a reload lands meanwhile.
-      const current = policy?.current;
-      let calls: readonly RpcCall[] | undefined;
-      // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
-      const callsOf = () =>
-        (calls ??=
-          h.mcpMethod !== undefined && req.method === 'POST' ? headerCalls(h) : rpcCalls(body ?? undefined));
-      let narrow: ToolFilter | undefined;
-      if (operations && req.method === 'POST') operationTimer(req, res, service.name, callsOf());
-      let path: string;
-      try {
-        if (current !== undefined) {
-          // A compressed body cannot be read here, so no rule could be applied to what it asks for.
-          if (body !== null && contentEncoded(h.forward)) {
-            throw new BadRequestError(
-              'encoded_body',
-              'a compressed request body cannot be checked against the tool policy; send it uncompressed',
-            );
-          }
-          narrow = current.checkCalls(service.name, callsOf(), t);
-        }
-        path = upstreamPath(route, req.url!);
-      } catch (refusal) {
-        return fail(req, res, requestId, route, refusal);
-      }
-      // The per-tool metric's tool label is bounded by what the upstream lists: its tools/list answers are read.
-      if (operations && callsOf().some((c) => c.method === 'tools/list')) {
-        narrow = learningFilter((name) => operations.learn(service.name, name), narrow);
-      }
-      const send = (credential: UpstreamCredential | undefined) => {
-        // The upstream's spans are children of this gateway span, not of the client's.
-        if (trace) propagate(h.forward, trace.propagation());
-        if (service.upstreamKind === 'remote') sendRemote(req, res, x, path, body, narrow, credential);
-        else sendTool(req, res, x, t, path, body, narrow, credential);
-      };
-      // The user's upstream token: cached (synchronous) or exchanged at the IdP. Not connected: the upstream is
-      // not contacted, and an MCP request is told where to connect (−32042).
-      const withCredential = () => {
-        if (service.upstreamConnection === undefined) return send(undefined);
-        const refused = (e: unknown) => {
-          if (e instanceof ConnectionRequiredError && req.method === 'POST') {
-            e.rpcAnswer = elicitationAnswer(e, body);
-          }
-          fail(req, res, requestId, route, e);
-        };
-        let credential: UpstreamCredential | Promise<UpstreamCredential>;
-        try {
-          credential = upstreamAuth!.obtain(service, x.bearer!, t);
-        } catch (e) {
-          return refused(e);
-        }
-        if (credential instanceof Promise) credential.then(send, refused);
-        else send(credential);
-      };
-      // `limits:` (gateway/limits/): counted once the request is allowed; beyond a limit the upstream never sees it
-      // (nor is a user's upstream token exchanged for it).
-      const limited = current?.limits?.check(service.name, callsOf, t);
-      if (limited === undefined) withCredential();
-      else limited.then(withCredential, (err: unknown) => fail(req, res, requestId, route, err));
+    // One closure per request; the steps after it take the exchange as arguments.
+    bodies.read(req, x.h, (err, body) => {
+      if (err) fail(req, res, x.requestId, route, err);
+      else proxyRead(req, res, x, t, body);
     });
+  }
+
+  /** The body in hand: the MCP headers held to it, traced, the policy's decision, then the limits. */
+  function proxyRead(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    t: VerifiedToken,
+    body: Buffer | null,
+  ): void {
+    const { h, requestId } = x;
+    const route = x.route!;
+    const { service } = route;
+    const post = req.method === 'POST';
+    if (h.mcpMethod !== undefined && post) {
+      try {
+        checkMcpHeaders(h, body);
+      } catch (e) {
+        return fail(req, res, requestId, route, e);
+      }
+    }
+    if (tracing) {
+      const trace = traceOf(res);
+      if (trace) traceMcp(trace, mcpRequestInfo(body), req.headers['mcp-protocol-version']);
+    }
+    // The per-tool policy decides on the body (method, tool); without a policy file nothing is done here. The
+    // rules and limits of one load decide the whole request, even when a reload lands meanwhile.
+    const current = policy?.current;
+    let calls: readonly RpcCall[] | undefined;
+    // A 2026-07-28 request's Mcp-Method/Mcp-Name were just held to its body: decide on them, no second parse.
+    const callsOf = (): readonly RpcCall[] =>
+      (calls ??= h.mcpMethod !== undefined && post ? headerCalls(h) : rpcCalls(body ?? undefined));
+    let narrow: ToolFilter | undefined;
+    if (operations && post) operationTimer(req, res, service.name, callsOf());
+    try {
+      if (current !== undefined) {
+        // A compressed body cannot be read here, so no rule could be applied to what it asks for.
+        if (body !== null && contentEncoded(h.forward)) {
+          throw new BadRequestError(
+            'encoded_body',
+            'a compressed request body cannot be checked against the tool policy; send it uncompressed',
+          );
+        }
+        narrow = current.checkCalls(service.name, callsOf(), t);
+      }
+      x.path = upstreamPath(route, req.url!);
+    } catch (refusal) {
+      return fail(req, res, requestId, route, refusal);
+    }
+    // The per-tool metric's tool label is bounded by what the upstream lists: its tools/list answers are read.
+    if (operations && callsOf().some((c) => c.method === 'tools/list')) {
+      narrow = learningFilter((name) => operations.learn(service.name, name), narrow);
+    }
+    x.body = body;
+    x.narrow = narrow;
+    // `limits:` (gateway/limits/): counted once the request is allowed; beyond a limit the upstream never sees it
+    // (nor is a user's upstream token exchanged for it).
+    const limited = current?.limits?.check(service.name, callsOf, t);
+    if (limited === undefined) withCredential(req, res, x, t);
+    else
+      limited.then(
+        () => withCredential(req, res, x, t),
+        (err: unknown) => fail(req, res, requestId, route, err),
+      );
+  }
+
+  /**
+   * The user's upstream token: cached (synchronous) or exchanged at the IdP. Not connected: the upstream is not
+   * contacted, and an MCP request is told where to connect (−32042).
+   */
+  function withCredential(req: IncomingMessage, res: ServerResponse, x: Exchange, t: VerifiedToken): void {
+    const route = x.route!;
+    const { service } = route;
+    if (service.upstreamConnection === undefined) return send(req, res, x, t, undefined);
+    const refused = (e: unknown) => {
+      if (e instanceof ConnectionRequiredError && req.method === 'POST') {
+        e.rpcAnswer = elicitationAnswer(e, x.body);
+      }
+      fail(req, res, x.requestId, route, e);
+    };
+    let credential: UpstreamCredential | Promise<UpstreamCredential>;
+    try {
+      credential = upstreamAuth!.obtain(service, x.bearer!, t);
+    } catch (e) {
+      return refused(e);
+    }
+    if (credential instanceof Promise) credential.then((c) => send(req, res, x, t, c), refused);
+    else send(req, res, x, t, credential);
+  }
+
+  function send(
+    req: IncomingMessage,
+    res: ServerResponse,
+    x: Exchange,
+    t: VerifiedToken,
+    credential: UpstreamCredential | undefined,
+  ): void {
+    // The upstream's spans are children of this gateway span, not of the client's.
+    if (tracing) {
+      const trace = traceOf(res);
+      if (trace) propagate(x.h.forward, trace.propagation());
+    }
+    if (x.route!.service.upstreamKind === 'remote') sendRemote(req, res, x, credential);
+    else sendTool(req, res, x, t, credential);
   }
 
   /** To one of our tool servers: the caller's identity signed (v4 with an upstream token or an actor, else v3). */
@@ -331,12 +373,9 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     res: ServerResponse,
     x: Exchange,
     t: VerifiedToken,
-    path: string,
-    body: Buffer | null,
-    narrow: ToolFilter | undefined,
     credential: UpstreamCredential | undefined,
   ): void {
-    const { h, requestId } = x;
+    const { h, requestId, path, body } = x;
     const { upstream, service } = x.route!;
     const signed: SignedRequest = {
       service: service.name,
@@ -344,7 +383,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       path,
       bodySha256: bodySha256(body),
     };
-    const identity = signIdentity(service.identityKey, signed, {
+    pushIdentityHeaders(h.forward, service.identityKey, signed, {
       email: t.email,
       sub: t.sub,
       issuer: t.kind,
@@ -355,16 +394,16 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
       // At least signature v3 (the entitlements line hashes '' when the token carries no `ent`).
       entitlements: t.entitlements,
       upstreamToken: credential?.token,
+      upstreamTokenSha256: credential?.sha256,
       actor: t.actor,
     });
-    for (const name in identity) h.forward.push(name, identity[name]!);
     forward(forwarding, req, res, {
       upstream,
       path,
       headers: h.forward,
       requestId,
       body,
-      narrow,
+      narrow: x.narrow,
       onUnauthorized: credential && (() => upstreamAuth!.refused(credential)),
     });
   }
@@ -378,9 +417,6 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     req: IncomingMessage,
     res: ServerResponse,
     x: Exchange,
-    path: string,
-    body: Buffer | null,
-    narrow: ToolFilter | undefined,
     credential: UpstreamCredential | undefined,
   ): void {
     const { h, requestId } = x;
@@ -389,11 +425,11 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
     if (credential !== undefined) h.forward.push('authorization', `Bearer ${credential.token}`);
     forward(forwarding, req, res, {
       upstream,
-      path,
+      path: x.path,
       headers: h.forward,
       requestId,
-      body,
-      narrow,
+      body: x.body,
+      narrow: x.narrow,
       onUnauthorized: credential && (() => upstreamAuth!.refused(credential)),
     });
   }
@@ -480,7 +516,7 @@ export function createGatewayHandler(ctx: GatewayContext): Handler {
         throw new BadRequestError('invalid_path', 'path has dot segments or encoded separators');
       }
       if (!matched.accepts(method)) throw new MethodNotAllowedError(matched.allow);
-      const x: Exchange = { h, requestId, route };
+      const x: Exchange = { h, requestId, route, bearer: undefined, path: '', body: null, narrow: undefined };
       const { spec } = matched;
       if (spec.access === 'public') {
         publicHandlers[spec.handler](req, res, x);

@@ -52,6 +52,12 @@ export interface Identity {
    * when none). Undefined under v2 and v3. Signing with either of these two non-empty signs v4.
    */
   actor?: string;
+  /**
+   * The hex SHA-256 of `upstreamToken` (its v4 line), when the signer already holds it: the gateway hashes each
+   * cached upstream token once (identityValueSha256), not on every request. Must be that token's hash (a wrong
+   * one only makes the signature fail); signing only, never read from a request.
+   */
+  upstreamTokenSha256?: string;
 }
 
 /** The request a signature is bound to, exactly as the tool server receives it. */
@@ -116,6 +122,9 @@ const EMPTY_SHA256 = hash('sha256', '', 'hex');
 const sha256Line = (v: string | undefined) =>
   v === undefined || v === '' ? EMPTY_SHA256 : hash('sha256', v, 'hex');
 
+/** The line v3/v4 sign for a hashed header value (`x-platform-entitlements`, `x-platform-upstream-token`). */
+export const identityValueSha256 = sha256Line;
+
 type Version = 'v2' | 'v3' | 'v4';
 
 /** What the gateway signs for this identity: v4 with an upstream token or an actor, v3 with entitlements. */
@@ -127,7 +136,12 @@ function versionOf(id: Identity): Version {
 function mac(key: string, t: number, r: SignedRequest, id: Identity, v: Version): string {
   let lines = `${v}\n${t}\n${r.service}\n${r.method}\n${r.path}\n${r.bodySha256}\n${id.email}\n${id.sub}\n${id.issuer}\n${id.scope}\n${id.clientId}\n${id.jti}\n${id.requestId}`;
   if (v !== 'v2') lines += `\n${sha256Line(id.entitlements)}`;
-  if (v === 'v4') lines += `\n${sha256Line(id.upstreamToken)}\n${id.actor ?? ''}`;
+  if (v === 'v4') {
+    const tokenLine = id.upstreamToken
+      ? (id.upstreamTokenSha256 ?? sha256Line(id.upstreamToken))
+      : EMPTY_SHA256;
+    lines += `\n${tokenLine}\n${id.actor ?? ''}`;
+  }
   return createHmac('sha256', hmacKey(key)).update(lines).digest('hex');
 }
 
@@ -157,20 +171,45 @@ export function signIdentity(
   id: Identity,
   now = Math.floor(Date.now() / 1000),
 ): Record<string, string> {
+  const flat = pushIdentityHeaders([], key, request, id, now);
+  const out: Record<string, string> = {};
+  for (let i = 0; i < flat.length; i += 2) out[flat[i]!] = flat[i + 1]!;
+  return out;
+}
+
+/**
+ * signIdentity's headers appended to a flat `[name, value, …]` list (the gateway's forwarded headers): the
+ * request path builds no object for them. Returns `headers`.
+ */
+export function pushIdentityHeaders(
+  headers: string[],
+  key: string,
+  request: SignedRequest,
+  id: Identity,
+  now = Math.floor(Date.now() / 1000),
+): string[] {
   const v = versionOf(id);
-  return {
-    [IDENTITY_HEADERS.email]: id.email,
-    [IDENTITY_HEADERS.sub]: id.sub,
-    [IDENTITY_HEADERS.issuer]: id.issuer,
-    [IDENTITY_HEADERS.scope]: id.scope,
-    [IDENTITY_HEADERS.clientId]: id.clientId,
-    [IDENTITY_HEADERS.jti]: id.jti,
-    [IDENTITY_HEADERS.requestId]: id.requestId,
-    ...(id.entitlements ? { [IDENTITY_HEADERS.entitlements]: id.entitlements } : {}),
-    ...(id.upstreamToken ? { [IDENTITY_HEADERS.upstreamToken]: id.upstreamToken } : {}),
-    ...(id.actor ? { [IDENTITY_HEADERS.actor]: id.actor } : {}),
-    [IDENTITY_HEADERS.signature]: `t=${now},${v}=${mac(key, now, request, id, v)}`,
-  };
+  headers.push(
+    IDENTITY_HEADERS.email,
+    id.email,
+    IDENTITY_HEADERS.sub,
+    id.sub,
+    IDENTITY_HEADERS.issuer,
+    id.issuer,
+    IDENTITY_HEADERS.scope,
+    id.scope,
+    IDENTITY_HEADERS.clientId,
+    id.clientId,
+    IDENTITY_HEADERS.jti,
+    id.jti,
+    IDENTITY_HEADERS.requestId,
+    id.requestId,
+  );
+  if (id.entitlements) headers.push(IDENTITY_HEADERS.entitlements, id.entitlements);
+  if (id.upstreamToken) headers.push(IDENTITY_HEADERS.upstreamToken, id.upstreamToken);
+  if (id.actor) headers.push(IDENTITY_HEADERS.actor, id.actor);
+  headers.push(IDENTITY_HEADERS.signature, `t=${now},${v}=${mac(key, now, request, id, v)}`);
+  return headers;
 }
 
 export class IdentityError extends Error {

@@ -1,3 +1,4 @@
+import { identityValueSha256 } from '../../lib/identity.ts';
 import type { ConnectionDropped, RevocationEvent } from '../../lib/revocation.ts';
 
 // The users' upstream tokens, as exchanged, held in this process's memory only (never in Redis, never logged):
@@ -13,6 +14,8 @@ const MAX_ENTRIES = 100_000;
 export interface CachedUpstreamToken {
   /** A secret: never logged. */
   readonly token: string;
+  /** Its hex SHA-256 as identity v4 signs it (lib/identity.ts), hashed once here rather than per request. */
+  readonly sha256: string;
   /** ms epoch after which the entry is not served. */
   readonly usableUntil: number;
   /** Unix seconds when the exchange started: a cut-off at or after it makes the entry stale. */
@@ -80,6 +83,7 @@ export class UpstreamTokenCache {
     this.#entries.delete(key);
     this.#entries.set(key, {
       token,
+      sha256: identityValueSha256(token),
       usableUntil: (obtainedAt + expiresIn - EXPIRY_MARGIN_SECONDS) * 1000,
       obtainedAt,
       sub: owner.sub,

@@ -1,3 +1,4 @@
+import { identityValueSha256 } from '../../lib/identity.ts';
 import type { Logger } from '../../lib/logger.ts';
 import type { VerifiedToken } from '../auth/verified-token.ts';
 import type { ServiceConfig } from '../config.ts';
@@ -10,6 +11,8 @@ import { cacheKey, type TokenOwner, type UpstreamTokenCache } from './token-cach
 export interface UpstreamCredential {
   /** A secret: never logged. */
   readonly token: string;
+  /** The token's hex SHA-256, the line identity v4 signs for it (held with the cached token: hashed once). */
+  readonly sha256: string;
   /** The cache entry it came from (or went into). */
   readonly key: string;
 }
@@ -90,7 +93,7 @@ export function createUpstreamCredentials(deps: UpstreamCredentialsDeps): {
         actors: hit.actors,
         iat: hit.obtainedAt,
       });
-      if (status !== 'revoked') return { token: hit.token, key };
+      if (status !== 'revoked') return { token: hit.token, sha256: hit.sha256, key };
       cache.drop(key, hit.token);
     }
     return start(key, subjectToken, connection).then((outcome) => {
@@ -106,7 +109,7 @@ export function createUpstreamCredentials(deps: UpstreamCredentialsDeps): {
         { connection, service: service.name, expiresIn: outcome.expiresIn },
         'upstream token exchanged',
       );
-      return { token: outcome.accessToken, key };
+      return { token: outcome.accessToken, sha256: identityValueSha256(outcome.accessToken), key };
     });
   };
 

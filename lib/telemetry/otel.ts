@@ -6,6 +6,7 @@ import {
   defaultTextMapGetter,
   defaultTextMapSetter,
   diag,
+  isSpanContextValid,
   ROOT_CONTEXT,
   SpanKind,
   SpanStatusCode,
@@ -120,6 +121,17 @@ export async function createOtelTracing(config: TelemetryConfig, log: Logger): P
           span.setStatus({ code: SpanStatusCode.ERROR });
         },
         propagation() {
+          // The W3C header written from the span's own context: what W3C.inject writes for it, without the
+          // context object inject needs built and read back on every request.
+          const sc = span.spanContext();
+          if (isSpanContextValid(sc)) {
+            const out: { traceparent: string; tracestate?: string } = {
+              traceparent: `00-${sc.traceId}-${sc.spanId}-0${Number(sc.traceFlags || 0).toString(16)}`,
+            };
+            const state = sc.traceState?.serialize();
+            if (state) out.tracestate = state;
+            return out;
+          }
           const carrier: { traceparent?: string; tracestate?: string } = {};
           W3C.inject(trace.setSpan(contextApi.active(), span), carrier, defaultTextMapSetter);
           return carrier as { traceparent: string; tracestate?: string };

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ServerSpan, SpanAttributes, TraceParent, Tracing } from './index.ts';
+import { scanMcpRequest } from './mcp-scan.ts';
 
 // One inbound request's span, made when it is first needed: its parent may only be known once the body is read
 // (MCP's `params._meta.traceparent` when the request has no `traceparent` header), so the span is started then,
@@ -40,7 +41,7 @@ export class RequestTrace {
     Object.assign(this.#attributes, attributes);
     (req as Carrier)[TRACE] = this;
     (res as Carrier)[TRACE] = this;
-    res.once('close', () => this.end(res.statusCode));
+    res.on('close', endOnClose);
   }
 
   /** A parent from the request body (MCP `_meta`), used only when the request had no traceparent header. */
@@ -94,6 +95,11 @@ export class RequestTrace {
   }
 }
 
+// One shared listener, not a closure per request: the response finds its trace ('close' comes once).
+function endOnClose(this: ServerResponse): void {
+  (this as Carrier)[TRACE]?.end(this.statusCode);
+}
+
 /** The trace of the request or response, when tracing is on. */
 export function traceOf(r: IncomingMessage | ServerResponse): RequestTrace | undefined {
   return (r as Carrier)[TRACE];
@@ -110,16 +116,29 @@ export interface McpRequestInfo {
 const NONE: McpRequestInfo = { method: undefined, tool: undefined, id: undefined, meta: undefined };
 
 /**
- * From the raw body (parsed here: only ever called with tracing on, so the untraced path never parses twice) or
- * from the message already parsed (the tool servers').
+ * From the raw body (scanned here, lib/telemetry/mcp-scan.ts: only ever called with tracing on, so the untraced
+ * path reads nothing) or from the message already parsed (the tool servers').
  */
 export function mcpRequestInfo(body: unknown): McpRequestInfo {
   if (body === null || body === undefined) return NONE;
+  if (Buffer.isBuffer(body)) {
+    // The gateway's case: nothing of the message is built, only the fields a span names are read.
+    if (body.length === 0) return NONE;
+    const s = scanMcpRequest(body);
+    if (s?.method === undefined) return NONE;
+    return {
+      method: s.method,
+      tool: s.method === 'tools/call' ? s.name : undefined,
+      id: s.id,
+      meta:
+        s.traceparent !== undefined ? { traceparent: s.traceparent, tracestate: s.tracestate } : undefined,
+    };
+  }
   let msg: unknown = body;
-  if (typeof body === 'string' || Buffer.isBuffer(body)) {
+  if (typeof body === 'string') {
     if (body.length === 0) return NONE;
     try {
-      msg = JSON.parse(body.toString('utf8'));
+      msg = JSON.parse(body);
     } catch {
       return NONE;
     }

@@ -1,6 +1,7 @@
 // The parts of gateway/upstream-auth/ as units: the cache's margin, keys, drops and revocations, and the −32042
 // answer's shape for single requests, batches and bodies that hold no JSON-RPC request. Their use by a running
 // gateway is in upstream-auth.test.ts.
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { ConnectionRequiredError } from '../../gateway/errors.ts';
 import { elicitationAnswer } from '../../gateway/upstream-auth/elicitation.ts';
@@ -25,6 +26,8 @@ describe('UpstreamTokenCache', () => {
     const k = cacheKey(owner('ann'));
     cache.set(k, owner('ann'), 'tok', 3600, T0);
     expect(cache.get(k, (T0 + 3600 - EXPIRY_MARGIN_SECONDS - 1) * 1000)?.token).toBe('tok');
+    // Hashed once with the entry: the line identity v4 signs for it.
+    expect(cache.get(k, T0 * 1000)?.sha256).toBe(createHash('sha256').update('tok').digest('hex'));
     expect(cache.get(k, (T0 + 3600 - EXPIRY_MARGIN_SECONDS) * 1000)).toBeUndefined();
     expect(cache.size).toBe(0);
     cache.set(k, owner('ann'), 'short', 60, T0);

@@ -6,6 +6,8 @@ import {
   hmacKey,
   type Identity,
   IdentityError,
+  identityValueSha256,
+  pushIdentityHeaders,
   type SignedRequest,
   signIdentity,
   verifyIdentity,
@@ -243,6 +245,31 @@ describe('signature v4: the upstream token and the actor', () => {
     for (const [what, h] of tampered) {
       expect(() => verifyIdentity(key, SIGNED_MAIL, h, now), what).toThrow(/signature invalid/);
     }
+  });
+
+  it('signs the same with the upstream token hashed beforehand, and the flat list carries the same headers', () => {
+    const now = Math.floor(Date.now() / 1000);
+    const id = { ...ID, entitlements: '', upstreamToken: 'user-upstream-token', actor: '' };
+    const headers = signIdentity(key, SIGNED_MAIL, id, now);
+    const hashed = { ...id, upstreamTokenSha256: identityValueSha256('user-upstream-token') };
+    expect(identityValueSha256('user-upstream-token')).toBe(
+      createHash('sha256').update('user-upstream-token').digest('hex'),
+    );
+    const flat = pushIdentityHeaders(['content-type', 'application/json'], key, SIGNED_MAIL, hashed, now);
+    expect(flat.slice(0, 2)).toEqual(['content-type', 'application/json']);
+    expect(
+      Object.fromEntries(
+        Array.from({ length: flat.length / 2 - 1 }, (_, i) => flat.slice(2 + 2 * i, 4 + 2 * i)),
+      ),
+    ).toEqual(headers);
+    // The precomputed hash is what gets signed: another token's hash makes a signature no verifier accepts.
+    const wrong = signIdentity(
+      key,
+      SIGNED_MAIL,
+      { ...id, upstreamTokenSha256: identityValueSha256('other') },
+      now,
+    );
+    expect(() => verifyIdentity(key, SIGNED_MAIL, wrong, now)).toThrow(/signature invalid/);
   });
 
   it('under v2 and v3 the two headers are unsigned and therefore ignored', () => {
