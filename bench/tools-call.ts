@@ -239,7 +239,7 @@ async function main(): Promise<void> {
         )} | ${cell(r.cpuUsPerRequest[0])} | ${cell(r.cpuUsPerRequest[1])} | ${String(r.non2xx + r.errors).padStart(6)} |`;
     const cpuRatio = (a: Measured, b: Measured) => a.cpuUsPerRequest[0]! / b.cpuUsPerRequest[0]!;
     const cpuRounds = targets[1]!.runs
-      .map((r, i) => `${cpuRatio(r, targets[3]!.runs[i]!).toFixed(3)}×`)
+      .map((r, i) => cpuRatio(r, targets[3]!.runs[i]!).toFixed(3))
       .join(', ');
     const directOverBare = directR.requestsPerSecond / bareR.requestsPerSecond;
     const viaOverDirect = viaR.requestsPerSecond / directR.requestsPerSecond;
@@ -258,7 +258,7 @@ async function main(): Promise<void> {
       '',
       `tool server / bare SDK: ${directOverBare.toFixed(3)}× (target ≥ 0.7×); per round: ${ratio(targets[1]!, targets[0]!)}`,
       `gateway / direct:       ${viaOverDirect.toFixed(3)}× (target ≥ 0.6×); per round: ${ratio(targets[2]!, targets[1]!)}`,
-      `tool server / plain handler (CPU): ${cpuRatio(directR, plainR).toFixed(3)}× (target ≤ 2×; ${directR.cpuUsPerRequest[0]!.toFixed(1)} / ${plainR.cpuUsPerRequest[0]!.toFixed(1)} µs); per round: ${cpuRounds}`,
+      `tool server / plain handler (CPU): ${cpuRatio(directR, plainR).toFixed(3)} (target ≤ 2; ${directR.cpuUsPerRequest[0]!.toFixed(1)} / ${plainR.cpuUsPerRequest[0]!.toFixed(1)} µs); per round: ${cpuRounds}`,
       `CPU per request: bare ${bareR.cpuUsPerRequest[0]!.toFixed(0)} µs, plain handler ${plainR.cpuUsPerRequest[0]!.toFixed(0)} µs, tool server ${directR.cpuUsPerRequest[0]!.toFixed(0)} µs; through the gateway: tool server ${viaR.cpuUsPerRequest[0]!.toFixed(0)} µs + gateway ${viaR.cpuUsPerRequest[1]!.toFixed(0)} µs`,
       '',
     ];
