@@ -218,14 +218,17 @@ interface Output {
  * lines a stalled reader did not take within `ms` are lost.
  */
 export async function flushLogs(log: Logger, ms: number): Promise<void> {
-  let out = (log as unknown as Record<symbol, Output | BatchedOutput | undefined>)[pino.symbols.streamSym];
-  if (out instanceof BatchedOutput) {
-    out.handOn();
-    out = out.inner as Output;
-  }
+  const given = (log as unknown as Record<symbol, Output | BatchedOutput | undefined>)[
+    pino.symbols.streamSym
+  ];
+  // A batched output's held lines are handed on at every look, so lines logged while waiting are waited for too.
+  const batched = given instanceof BatchedOutput ? given : undefined;
+  const out = batched ? (batched.inner as Output) : (given as Output | undefined);
   if (!out) return;
   const deadline = Date.now() + ms;
-  while ((out._writing === true || (out._len ?? 0) > 0) && Date.now() < deadline) {
+  for (;;) {
+    batched?.handOn();
+    if (!(out._writing === true || (out._len ?? 0) > 0) || Date.now() >= deadline) break;
     await new Promise((r) => setTimeout(r, 10));
   }
   if (typeof out.flushSync === 'function') out.flushSync = () => {};
