@@ -1,13 +1,16 @@
 // `make bench-tools`: what our tool server costs over the MCP SDK v2 alone, and what the gateway costs in front
 // of it, for MCP 2026-07-28 `tools/call whoami` (no handshake, one POST per call), 50 connections.
 //
-// Three targets in one run, their runs alternating in rounds (the machine is shared; a slow patch then hits all
+// Four targets in one run, their runs alternating in rounds (the machine is shared; a slow patch then hits all
 // of them alike):
 //   bare SDK v2     bench/tools/bare-server.ts: createMcpHandler answering the same tool, no database, no identity
 //   direct          `platform tool platform`, each request with the gateway's signed identity headers
 //   gateway         the same tool server behind `platform gateway`, each request with an RS256 platform token
+//   plain handler   bench/tools/plain-handler.ts: node:http reading and parsing the same request, answering the
+//                   tool server's own answer bytes with the same headers (the least any JSON server does)
 // Servers on core 0, the load generator on core 1 (taskset), as `make bench-gateway` pins them.
-// Targets: direct ≥ 0.7 × bare; gateway ≥ 0.6 × direct.
+// Targets: direct ≥ 0.7 × bare; gateway ≥ 0.6 × direct; direct's CPU per request ≤ 2 × the plain handler's
+// (the `tool server / plain handler (CPU)` line, printed once).
 //
 // BENCH_DURATION (seconds per target, default 30), BENCH_ROUNDS (5), BENCH_CONNECTIONS (50),
 // BENCH_DATABASE_URL (a server to create a scratch database on), REDIS_URL, BENCH_TOOL_LOG_LEVEL (info),
@@ -38,6 +41,7 @@ import {
 const config = loadToolsBenchConfig(processEnv());
 const root = fileURLToPath(new URL('../', import.meta.url));
 const BARE = join(root, 'bench/tools/bare-server.ts');
+const PLAIN = join(root, 'bench/tools/plain-handler.ts');
 const LOAD_GENERATOR = join(root, 'bench/tools/load-generator.ts');
 const PLATFORM_BIN = join(root, 'bin/platform.js');
 const IDENTITY_SECRET = 'bench-identity-secret-0123456789abcdef0123';
@@ -117,6 +121,39 @@ async function main(): Promise<void> {
     await firstJsonLine(gateway, (l) => l.msg === 'gateway listening');
 
     const host = (port: number) => `127.0.0.1:${port}`;
+    /** The gateway's identity headers for caller i, signed now over the benchmark's request. */
+    const signed = (i: number) =>
+      signIdentity(
+        toolKey,
+        {
+          service: SERVICE,
+          method: 'POST',
+          path: PATH,
+          bodySha256: bodySha256(Buffer.from(REQUEST_BODY)),
+        },
+        {
+          email: `bench-${i}@example.com`,
+          sub: `bench-user-${i}`,
+          issuer: 'platform',
+          scope: `openid email mcp:${SERVICE}`,
+          clientId: 'platform-cli',
+          jti: randomUUID(),
+          requestId: randomUUID(),
+        },
+      );
+
+    // The plain handler answers with the tool server's own answer to this request (a caller's, its bytes).
+    const sample = await fetch(`http://${host(toolPort)}${PATH}`, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, ...signed(0) },
+      body: REQUEST_BODY,
+    });
+    const answer = await sample.text();
+    if (sample.status !== 200) throw new Error(`tool server answered ${sample.status}: ${answer}`);
+    const plain = spawnNode(0, [PLAIN, answer], config.childEnv);
+    children.push(plain);
+    const { port: plainPort } = await firstJsonLine<{ port: number }>(plain);
+
     const targets: Target[] = [
       {
         name: 'bare SDK v2 (floor)',
@@ -129,27 +166,9 @@ async function main(): Promise<void> {
         name: 'tool server, signed headers',
         url: `http://${host(toolPort)}`,
         requests: () =>
-          Array.from({ length: USERS }, (_, i) => {
-            const identity = signIdentity(
-              toolKey,
-              {
-                service: SERVICE,
-                method: 'POST',
-                path: PATH,
-                bodySha256: bodySha256(Buffer.from(REQUEST_BODY)),
-              },
-              {
-                email: `bench-${i}@example.com`,
-                sub: `bench-user-${i}`,
-                issuer: 'platform',
-                scope: `openid email mcp:${SERVICE}`,
-                clientId: 'platform-cli',
-                jti: randomUUID(),
-                requestId: randomUUID(),
-              },
-            );
-            return rawRequest(host(toolPort), PATH, { ...MCP_HEADERS, ...identity }, REQUEST_BODY);
-          }),
+          Array.from({ length: USERS }, (_, i) =>
+            rawRequest(host(toolPort), PATH, { ...MCP_HEADERS, ...signed(i) }, REQUEST_BODY),
+          ),
         watch: [tool],
         runs: [],
       },
@@ -166,6 +185,17 @@ async function main(): Promise<void> {
             ),
           ),
         watch: [tool, gateway],
+        runs: [],
+      },
+      {
+        name: 'plain node:http handler',
+        url: `http://${host(plainPort)}`,
+        // The tool server's request as sent to it, identity headers included (the handler reads, not checks, them).
+        requests: () =>
+          Array.from({ length: USERS }, (_, i) =>
+            rawRequest(host(plainPort), PATH, { ...MCP_HEADERS, ...signed(i) }, REQUEST_BODY),
+          ),
+        watch: [plain],
         runs: [],
       },
     ];
@@ -191,7 +221,12 @@ async function main(): Promise<void> {
     const slice = duration / rounds;
     for (let i = 0; i < rounds; i++) for (const t of targets) t.runs.push(await run(t, slice));
 
-    const [bareR, directR, viaR] = targets.map((t) => combine(t.runs)) as [Measured, Measured, Measured];
+    const [bareR, directR, viaR, plainR] = targets.map((t) => combine(t.runs)) as [
+      Measured,
+      Measured,
+      Measured,
+      Measured,
+    ];
     const ratio = (a: Target, b: Target) =>
       a.runs.map((r, i) => `${(r.requestsPerSecond / b.runs[i]!.requestsPerSecond).toFixed(3)}×`).join(', ');
     const cell = (v: number | undefined) =>
@@ -202,6 +237,10 @@ async function main(): Promise<void> {
         .padStart(
           6,
         )} | ${cell(r.cpuUsPerRequest[0])} | ${cell(r.cpuUsPerRequest[1])} | ${String(r.non2xx + r.errors).padStart(6)} |`;
+    const cpuRatio = (a: Measured, b: Measured) => a.cpuUsPerRequest[0]! / b.cpuUsPerRequest[0]!;
+    const cpuRounds = targets[1]!.runs
+      .map((r, i) => cpuRatio(r, targets[3]!.runs[i]!).toFixed(3))
+      .join(', ');
     const directOverBare = directR.requestsPerSecond / bareR.requestsPerSecond;
     const viaOverDirect = viaR.requestsPerSecond / directR.requestsPerSecond;
     const lines = [
@@ -219,7 +258,8 @@ async function main(): Promise<void> {
       '',
       `tool server / bare SDK: ${directOverBare.toFixed(3)}× (target ≥ 0.7×); per round: ${ratio(targets[1]!, targets[0]!)}`,
       `gateway / direct:       ${viaOverDirect.toFixed(3)}× (target ≥ 0.6×); per round: ${ratio(targets[2]!, targets[1]!)}`,
-      `CPU per request: bare ${bareR.cpuUsPerRequest[0]!.toFixed(0)} µs, tool server ${directR.cpuUsPerRequest[0]!.toFixed(0)} µs; through the gateway: tool server ${viaR.cpuUsPerRequest[0]!.toFixed(0)} µs + gateway ${viaR.cpuUsPerRequest[1]!.toFixed(0)} µs`,
+      `tool server / plain handler (CPU): ${cpuRatio(directR, plainR).toFixed(3)} (target ≤ 2; ${directR.cpuUsPerRequest[0]!.toFixed(1)} / ${plainR.cpuUsPerRequest[0]!.toFixed(1)} µs); per round: ${cpuRounds}`,
+      `CPU per request: bare ${bareR.cpuUsPerRequest[0]!.toFixed(0)} µs, plain handler ${plainR.cpuUsPerRequest[0]!.toFixed(0)} µs, tool server ${directR.cpuUsPerRequest[0]!.toFixed(0)} µs; through the gateway: tool server ${viaR.cpuUsPerRequest[0]!.toFixed(0)} µs + gateway ${viaR.cpuUsPerRequest[1]!.toFixed(0)} µs`,
       '',
     ];
     process.stdout.write(lines.join('\n'));

@@ -13,7 +13,12 @@ import { startToolServer } from './server.ts';
  */
 export async function main(name: string, env: Env): Promise<void> {
   const config = loadToolConfig(name, env);
-  const log = createLogger({ name: `tool-${config.service}`, level: config.logLevel });
+  const log = createLogger({
+    name: `tool-${config.service}`,
+    level: config.logLevel,
+    // Two lines a call: batched writes (lib/logger.ts BatchedOutput, docs/performance.md § The tool path).
+    batched: true,
+  });
   const metrics = config.metricsPort === undefined ? undefined : createToolMetrics(config.service);
   // Without OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT nothing of OpenTelemetry is loaded.
   const tracing = await startTracing(config.telemetry, log);

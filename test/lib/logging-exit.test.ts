@@ -13,8 +13,11 @@ afterEach(() => {
   child?.kill('SIGKILL');
 });
 
-function start(): Promise<ChildProcess> {
-  const c = spawn(process.execPath, [SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+function start(batched: boolean): Promise<ChildProcess> {
+  const c = spawn(process.execPath, [SERVER], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, LOG_BATCHED: batched ? '1' : '0' },
+  });
   child = c;
   return new Promise((resolve, reject) => {
     c.stdout!.once('data', () => resolve(c));
@@ -29,9 +32,12 @@ async function exitWithin(c: ChildProcess, ms: number): Promise<number | null | 
   return Promise.race([exited, timer]);
 }
 
-describe('logging and shutdown', () => {
+describe.each([
+  ['pino output', false],
+  ['batched output (tool servers)', true],
+])('logging and shutdown, %s', (_, batched) => {
   it('a server still exits 0 on SIGTERM after the reader of its output went away', async () => {
-    const c = await start();
+    const c = await start(batched);
     // The reader goes away: every write to standard output now fails with EPIPE.
     c.stdout!.destroy();
     c.kill('SIGTERM');
@@ -39,7 +45,7 @@ describe('logging and shutdown', () => {
   });
 
   it('a server whose output is read exits 0 on SIGTERM with its last lines written', async () => {
-    const c = await start();
+    const c = await start(batched);
     let out = '';
     c.stdout!.on('data', (d: Buffer) => {
       out += d.toString();

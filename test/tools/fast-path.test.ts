@@ -79,7 +79,30 @@ const slowCheck = defineTool({
     return args;
   },
 });
-const TOOLS = [whoami, echo, refuse, crashTool, badOutput, regional, slowCheck];
+// Reads its abort signal before or after the client goes away, and records whether it saw the abort.
+const sawAbort = new Map<string, boolean>();
+const patient = defineTool({
+  name: 'patient',
+  title: 'Patient',
+  description: 'Waits, and tells whether its call was aborted.',
+  input: z.object({ key: z.string(), read: z.enum(['before', 'after']) }),
+  output: z.object({ aborted: z.boolean() }),
+  async run({ key, read }, call) {
+    if (read === 'before') {
+      const signal = call.signal;
+      await new Promise((r) => {
+        signal.addEventListener('abort', r);
+        setTimeout(r, 2000);
+      });
+      sawAbort.set(key, signal.aborted);
+    } else {
+      await new Promise((r) => setTimeout(r, 400));
+      sawAbort.set(key, call.signal.aborted);
+    }
+    return { aborted: sawAbort.get(key)! };
+  },
+});
+const TOOLS = [whoami, echo, refuse, crashTool, badOutput, regional, slowCheck, patient];
 
 interface Kit {
   port: number;
@@ -527,4 +550,27 @@ describe('MCP fast path answers exactly as the SDK', () => {
       expect(r.body).toContain(`\\"text\\":\\"${ids[i]}\\"`);
     }
   });
+
+  // The signal is made only when a tool reads it (fast-path.ts): it must abort all the same.
+  for (const read of ['before', 'after'] as const) {
+    it(`aborts a call's signal when the client goes away (signal read ${read} that)`, async () => {
+      const key = randomUUID();
+      const body = JSON.stringify(call('patient', { key, read }));
+      const identity = signedHeaders(identityFor(user), {
+        url: `http://127.0.0.1:${fast.port}${PATH}`,
+        method: 'POST',
+        body,
+      });
+      let head = `POST ${PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\n`;
+      for (const [k, v] of Object.entries({ ...mcpHeaders('tools/call', 'patient'), ...identity }))
+        head += `${k}: ${v}\r\n`;
+      head += `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+      const socket = net.connect(fast.port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.write(head + body);
+      await new Promise((r) => setTimeout(r, 150));
+      socket.destroy();
+      await expect.poll(() => sawAbort.get(key), { timeout: 3000 }).toBe(true);
+    });
+  }
 });

@@ -2,7 +2,10 @@
 // their error body, the host guard, stateless MCP for both protocol eras, and a database outage degrading.
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Pool } from '../../lib/db.ts';
 import { deriveIdentityKey, type Identity } from '../../lib/identity.ts';
+import { createLogger } from '../../lib/logger.ts';
+import { createProvisioningCheck } from '../../tools/kit/provisioning.ts';
 import { createTestDatabase, type SeededUser, seedUser, type TestDatabase } from '../helpers/database.ts';
 import {
   connectMcp,
@@ -394,6 +397,39 @@ describe('users cache', () => {
       await mcp.close();
       await cached.close();
     }
+  });
+
+  it('concurrent requests of one caller share one lookup; the next request asks again', async () => {
+    let queries = 0;
+    const counting = new Proxy(db.pool, {
+      get(target, key) {
+        if (key === 'query') {
+          return (...args: Parameters<Pool['query']>) => {
+            queries++;
+            return (target.query as (...a: unknown[]) => unknown)(...args);
+          };
+        }
+        const v = Reflect.get(target, key);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }) as Pool;
+    // No cache: what is shared is the lookup in flight, never an earlier answer.
+    const check = createProvisioningCheck(counting, { usersTable: 'users', cacheMs: 0 });
+    const log = createLogger({ name: 'provisioning-test', level: 'silent' });
+    const someone = await seedUser(db.pool);
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, () => check(identityFor(someone), () => log)),
+    );
+    expect(answers.every((a) => a === 'verified')).toBe(true);
+    expect(queries).toBe(1);
+    await db.pool.query('DELETE FROM users WHERE id = $1', [someone.id]);
+    await expect(check(identityFor(someone), () => log)).rejects.toThrow(/not provisioned/);
+    expect(queries).toBe(2);
+    const refused = await Promise.allSettled(
+      Array.from({ length: 5 }, () => check(identityFor(someone), () => log)),
+    );
+    expect(refused.every((r) => r.status === 'rejected')).toBe(true);
+    expect(queries).toBe(3);
   });
 
   it('never remembers an unknown user: one provisioned afterwards gets in at once', async () => {

@@ -90,7 +90,9 @@ export function createToolHandler(parts: ToolAppParts, log: Logger): Handler {
     const reqLog = lazyChild(log, { reqId: id });
     const started = performance.now();
     res.setHeader('x-request-id', id);
-    const path = (req.url ?? '/').split('?')[0]!;
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
     const logged: Exchange['logged'] = {};
     if (parts.tracing) {
       // The gateway's span is the parent (its traceparent); `_meta.traceparent` when called without one.

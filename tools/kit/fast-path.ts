@@ -251,14 +251,27 @@ export function createFastPath(opts: FastPathOptions): FastPath {
       } catch {
         return false; // an async schema: the SDK's validation awaits it
       }
-      const aborted = new AbortController();
+      // The call's signal aborts when the client goes away before the answer is written. Made only when the
+      // tool reads it (an AbortController per call was a visible share of a call's CPU); made after the client
+      // left, it is made aborted.
+      let aborted: AbortController | undefined;
+      let gone = false;
       const onClose = () => {
-        if (!res.writableFinished) aborted.abort();
+        if (res.writableFinished) return;
+        gone = true;
+        aborted?.abort();
+      };
+      const signal = () => {
+        if (aborted === undefined) {
+          aborted = new AbortController();
+          if (gone) aborted.abort();
+        }
+        return aborted.signal;
       };
       res.once('close', onClose);
       const result = await checkOutput(
         tool,
-        await runTool(tool, args, caller, aborted.signal, opts.log, opts.monitors),
+        await runTool(tool, args, caller, signal, opts.log, opts.monitors),
       );
       res.off('close', onClose);
       // The result as the SDK's 2026-07-28 codec writes it: its keys in the wire schema's order, then the

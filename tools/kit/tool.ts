@@ -65,6 +65,32 @@ function callerOf(authInfo: AuthInfo | undefined): CallerInfo {
 }
 
 /**
+ * A call's ToolCall: its logger and its abort signal made when the tool first asks for them (whoami asks for
+ * neither). A class, not an object literal with getters: V8 builds such a literal slowly on every call.
+ */
+class Call implements ToolCall {
+  readonly identity: Identity;
+  readonly requestId: string;
+  readonly #log: () => Logger;
+  readonly #signal: AbortSignal | (() => AbortSignal);
+
+  constructor(identity: Identity, log: () => Logger, signal: AbortSignal | (() => AbortSignal)) {
+    this.identity = identity;
+    this.requestId = identity.requestId;
+    this.#log = log;
+    this.#signal = signal;
+  }
+
+  get log(): Logger {
+    return this.#log();
+  }
+
+  get signal(): AbortSignal {
+    return typeof this.#signal === 'function' ? this.#signal() : this.#signal;
+  }
+}
+
+/**
  * One call of one tool, already validated: the caller check, the run and the error mapping, and the `tool call`
  * log line. Both the SDK's handler (registerTools) and the kit's fast path (fast-path.ts) call tools through it.
  */
@@ -72,7 +98,8 @@ export async function runTool(
   tool: AnyTool,
   args: unknown,
   caller: CallerInfo,
-  signal: AbortSignal,
+  /** The call's abort signal, or a function making it when the tool first reads `call.signal`. */
+  signal: AbortSignal | (() => AbortSignal),
   log: Logger,
   monitors?: ToolMonitors,
 ): Promise<CallToolResult> {
@@ -90,15 +117,7 @@ export async function runTool(
         'the user directory is unavailable, so the caller cannot be verified; nothing was done, retry shortly',
       );
     }
-    const call: ToolCall = {
-      identity,
-      requestId: identity.requestId,
-      signal,
-      get log() {
-        return callLog();
-      },
-    };
-    const out = await tool.run(args, call);
+    const out = await tool.run(args, new Call(identity, callLog, signal));
     result = { content: [{ type: 'text', text: JSON.stringify(out) }], structuredContent: out };
   } catch (err) {
     result = toolErrorResult(err, callLog(), monitors);
