@@ -238,9 +238,7 @@ async function main(): Promise<void> {
           6,
         )} | ${cell(r.cpuUsPerRequest[0])} | ${cell(r.cpuUsPerRequest[1])} | ${String(r.non2xx + r.errors).padStart(6)} |`;
     const cpuRatio = (a: Measured, b: Measured) => a.cpuUsPerRequest[0]! / b.cpuUsPerRequest[0]!;
-    const cpuRounds = targets[1]!.runs
-      .map((r, i) => cpuRatio(r, targets[3]!.runs[i]!).toFixed(3))
-      .join(', ');
+    const cpuRounds = targets[1]!.runs.map((r, i) => cpuRatio(r, targets[3]!.runs[i]!).toFixed(3)).join(', ');
     const directOverBare = directR.requestsPerSecond / bareR.requestsPerSecond;
     const viaOverDirect = viaR.requestsPerSecond / directR.requestsPerSecond;
     const lines = [
