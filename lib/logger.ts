@@ -124,7 +124,8 @@ export const BATCH_MS = 20;
  * times per 100 calls. The lines still come out whole and in order; on exit (process.exit, the end of the event
  * loop, an uncaught exception) the held lines are handed on first, and pino's own exit flush writes them. A
  * process killed outright loses at most BATCH_MS of lines (the asynchronous output could always lose the write
- * in flight).
+ * in flight). Not sonic-boom's own `minLength` (pino.destination): it holds lines until that many characters
+ * have come, with no bound in time, so a quiet server's last lines would wait for the next burst.
  */
 export class BatchedOutput {
   private pending = '';
