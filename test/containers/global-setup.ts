@@ -1,15 +1,25 @@
-// The container suite's one stack, deployed the way docs/deploy.md says: engine (dockerd started when silent),
-// base images (reused while their recipe is unchanged), a trial's deploy/.env from `platform trial-env`, the
-// project image built by docker-compose 1.29 and by Compose v2 (the same image), saved and loaded as on an
-// offline host, `up -d` — and whatever happens in the tests, down again.
+// The container suite's one stack, deployed the way docs/deploy.md § Offline hosts says: engine (dockerd started
+// when silent), a trial's deploy/.env from `platform trial-env`, `make images` run as the documented command
+// (base images reused while their recipe is unchanged, the project image built, their lines written into that
+// .env), the same image from docker-compose 1.29 and Compose v2, make images' image saved and loaded as on an
+// offline host, `up -d` as shipped (the user's cold start, timed), then down and `up -d` again with the tests'
+// 3 s health checks — and whatever happens in the tests, down again.
 import { spawnSync } from 'node:child_process';
+import { loadavg } from 'node:os';
 import type { TestProject } from 'vitest/node';
-import { buildPlatform } from './build.ts';
+import { checkPlatform } from './build.ts';
 import { ensureComposeV2 } from './compose-v2.ts';
 import { loadContainerSuiteConfig } from './config.ts';
 import { ensureEngine, run } from './docker.ts';
-import { buildImages } from './images.ts';
-import { prepareStack, removeAbandonedStacks, type StackInfo, stackDown, stackUp } from './stack.ts';
+import { makeImages } from './images.ts';
+import {
+  PLATFORM_TAG,
+  prepareStack,
+  removeAbandonedStacks,
+  type StackInfo,
+  stackDown,
+  stackUp,
+} from './stack.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -32,10 +42,7 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
   say(`Compose v2: ${v2.version} (${v2.source})`);
   const abandoned = await removeAbandonedStacks(cfg);
   if (abandoned.length > 0) say(`removed stacks left by dead runs: ${abandoned.join(', ')}`);
-  const base = await buildImages(cfg);
-  say(`base images: ${list(base.seconds)}`);
-  const { info } = await prepareStack(cfg, base.images);
-
+  const { info } = await prepareStack(cfg);
   let down: Promise<void> | undefined;
   const teardown = () => {
     if (cfg.keepStack) {
@@ -57,28 +64,55 @@ export async function setup(project: TestProject): Promise<() => Promise<void>> 
     });
   }
   try {
-    const built = await buildPlatform(cfg, v2, info);
-    say(`project image: ${list(built.seconds)}; the same image from both builders`);
-    say(`image size: ${info.images.platform} ${(built.bytes / 1e6).toFixed(1)} MB`);
-    const up = await stackUp(cfg, info);
-    // `up` ran the loaded image: every server container runs it, nothing was built in its place.
-    const ids = (
-      await run(cfg.docker, ['ps', '-q', '--filter', `label=com.docker.compose.project=${info.project}`])
-    ).stdout
-      .split('\n')
-      .filter(Boolean);
-    const { stdout } = await run(cfg.docker, ['inspect', '--format', '{{.Config.Image}} {{.Image}}', ...ids]);
-    const platform = stdout.split('\n').filter((l) => l.startsWith(`${info.images.platform} `));
-    if (platform.length === 0 || platform.some((l) => !l.endsWith(` ${built.loadedId}`)))
-      throw new Error(`up did not run the loaded image ${built.loadedId}: ${platform.join('; ')}`);
+    const made = await makeImages(cfg, { envFile: info.envFile, tag: PLATFORM_TAG });
+    info.images = made.images;
+    say(`make images: ${made.command}`);
     say(
-      `stack ${info.project} up at ${info.baseUrl}; cold start (up → proxied health 200): ${up.coldStartSeconds} s`,
+      `make images: base images ${list(Object.fromEntries(Object.entries(made.seconds).filter(([k]) => k !== 'platform')))}; project image ${made.seconds.platform} s; ${made.wallSeconds} s in all`,
+    );
+    const checked = await checkPlatform(cfg, v2, info, made.platformId);
+    say(`project image: ${list(checked.seconds)}; the same image from make images and both compose builders`);
+    say(`image size: ${info.images.platform} ${(checked.bytes / 1e6).toFixed(1)} MB`);
+    // The user's `up -d` of the files as shipped: their health checks gate compose's start order.
+    // Then down with its volumes and up again with the tests' 3 s health checks (a fault run's restarted
+    // container must be healthy in seconds): what measuring it costs the suite is that start and this down.
+    const shipped = await stackUp(cfg, info, { shippedHealth: true });
+    const shippedLoad = loadavg()[0]!.toFixed(1);
+    await assertRuns(info, made.platformId);
+    const t0 = performance.now();
+    await stackDown(cfg, info, { keepWorkDir: true });
+    const downSeconds = ((performance.now() - t0) / 1000).toFixed(1);
+    const up = await stackUp(cfg, info);
+    await assertRuns(info, made.platformId);
+    say(
+      `stack ${info.project} up at ${info.baseUrl}; cold start (up → proxied health 200): ${up.coldStartSeconds} s (3 s health checks; load average ${loadavg()[0]!.toFixed(1)})`,
+    );
+    say(
+      `cold start as shipped (30 s health checks): ${shipped.coldStartSeconds} s (load average ${shippedLoad}); down before the tests' up: ${downSeconds} s`,
     );
   } catch (err) {
     await teardown().catch(() => {});
     throw err;
   }
   project.provide('stack', info);
+
+  /** `up` ran make images' image: every server container runs its id, nothing was built in its place. */
+  async function assertRuns(info: StackInfo, imageId: string): Promise<void> {
+    const ids = (
+      await run(cfg.docker, ['ps', '-q', '--filter', `label=com.docker.compose.project=${info.project}`])
+    ).stdout
+      .split('\n')
+      .filter(Boolean);
+    const { stdout } = await run(cfg.docker, ['inspect', '--format', '{{.Config.Image}} {{.Image}}', ...ids]);
+    const lines = stdout.split('\n').filter(Boolean);
+    const platform = lines.filter((l) => l.startsWith(`${info.images.platform} `));
+    if (platform.length === 0 || platform.some((l) => !l.endsWith(` ${imageId}`)))
+      throw new Error(`up did not run the image make images built (${imageId}): ${platform.join('; ')}`);
+    // And every other container one of the images make images named in the .env.
+    const named = new Set(Object.values(info.images));
+    const other = lines.filter((l) => !named.has(l.split(' ')[0]!));
+    if (other.length > 0) throw new Error(`up ran images make images did not name: ${other.join('; ')}`);
+  }
   return async () => {
     await teardown();
     say(`container suite: ${((performance.now() - started) / 1000).toFixed(1)} s in all`);

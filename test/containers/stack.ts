@@ -1,7 +1,8 @@
 // The compose stack under the suite's own project name: a trial deployment (`platform trial-env`, profile
-// `trial`) of deploy/compose.yaml + compose.postgres.yaml, with this suite's compose.test.yaml; two replicas of
-// the IdP, the gateway and each tool server, every published port on 127.0.0.1; up with the documented
-// `up -d`, and always down again with its volumes.
+// `trial`) of deploy/compose.yaml + compose.postgres.yaml, with this suite's compose.test.yaml (published
+// ports) and, for the tests, compose.health.yaml (health checks every 3 s); two replicas of the IdP, the
+// gateway and each tool server, every published port on 127.0.0.1; up with the documented `up -d` — first as
+// shipped, timed, then again with the tests' health checks — and always down again with its volumes.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -10,15 +11,18 @@ import { deriveIdentityKey } from '../../lib/identity.ts';
 import { freePort, PLATFORM_BIN } from '../helpers/processes.ts';
 import type { ContainerSuiteConfig } from './config.ts';
 import { run } from './docker.ts';
-import { type BaseImages, REPO_DIR, type StackImages } from './images.ts';
+import { REPO_DIR, type StackImages } from './images.ts';
 
 export const PROJECT_PREFIX = 'platformctest';
 export const DEPLOY_DIR = join(REPO_DIR, 'deploy');
-const COMPOSE_FILES = [
+/** The shipped files and the suite's published ports: the stack a user's `up -d` starts (health checks as shipped). */
+const SHIPPED_FILES = [
   join(DEPLOY_DIR, 'compose.yaml'),
   join(DEPLOY_DIR, 'compose.postgres.yaml'),
   join(REPO_DIR, 'test/containers/compose.test.yaml'),
 ];
+/** The tests' stack: the same, with health checks every 3 s (a restarted container is healthy in seconds). */
+const TEST_FILES = [...SHIPPED_FILES, join(REPO_DIR, 'test/containers/compose.health.yaml')];
 export const REPLICAS = 2;
 /** PLATFORM_RATE_LIMITS's `register` in the stack: per client address, per minute. */
 export const REGISTER_LIMIT = 5;
@@ -35,7 +39,7 @@ export interface StackInfo {
   envFile: string;
   workDir: string;
   composeArgs: string[];
-  /** The images the stack runs (the tests start throwaway containers from them). */
+  /** The images the stack runs, as `make images` named them in the .env (the tests start throwaway containers from them). */
   images: StackImages;
   /** The secrets of the stack's env file that the tests use as an attacker or an operator would. */
   secrets: {
@@ -44,8 +48,10 @@ export interface StackInfo {
   };
 }
 
-export function composeArgs(project: string, envFile: string): string[] {
-  return ['-p', project, '--env-file', envFile, ...COMPOSE_FILES.flatMap((f) => ['-f', f])];
+/** The compose arguments of the tests' stack; `shippedHealth`: without the suite's 3 s health checks. */
+export function composeArgs(project: string, envFile: string, shippedHealth = false): string[] {
+  const files = shippedHealth ? SHIPPED_FILES : TEST_FILES;
+  return ['-p', project, '--env-file', envFile, ...files.flatMap((f) => ['-f', f])];
 }
 
 export function compose(
@@ -142,6 +148,9 @@ export interface Prepared {
   env: Readonly<Record<string, string>>;
 }
 
+/** The project image's tag in the suite's .env (`make images --tag`). */
+export const PLATFORM_TAG = 'platform-test/platform-identity:latest';
+
 /** `platform trial-env`'s output, as a trial's operator writes deploy/.env with it. */
 async function trialEnv(o: {
   port: number;
@@ -168,10 +177,11 @@ async function trialEnv(o: {
 
 /**
  * The stack's settings: a trial's deploy/.env as `platform trial-env` writes it (profile `trial`: the bundled
- * Postgres with the web application's tables and the sign-in page), then the suite's own values over it — the
- * stand-in images, loopback ports, replicas, Prometheus's fast schedule, the rate limits it measures.
+ * Postgres with the web application's tables and the sign-in page), then the suite's own values over it —
+ * loopback ports, replicas, Prometheus's fast schedule, the rate limits it measures. No image line: `make
+ * images` (images.ts) writes those into this file afterwards, as docs/deploy.md § Offline hosts says.
  */
-export async function prepareStack(cfg: ContainerSuiteConfig, base: BaseImages): Promise<Prepared> {
+export async function prepareStack(cfg: ContainerSuiteConfig): Promise<Prepared> {
   const project = `${PROJECT_PREFIX}${process.pid}x${randomBytes(3).toString('hex')}`;
   const workDir = mkdtempSync(join(tmpdir(), `${project}-`));
   const [proxyPort, prometheusPort, postgresPort] = [await freePort(), await freePort(), await freePort()];
@@ -196,13 +206,6 @@ export async function prepareStack(cfg: ContainerSuiteConfig, base: BaseImages):
         deriveIdentityKey(IDENTITY_SECRET, s),
       ]),
     ),
-    // The image compose builds (and the tests start throwaway containers from), on the Node stand-in.
-    PLATFORM_IMAGE: 'platform-test/platform-identity:latest',
-    NODE_IMAGE: base.node,
-    POSTGRES_IMAGE: base.postgres,
-    REDIS_IMAGE: base.redis,
-    CADDY_IMAGE: base.caddy,
-    PROMETHEUS_IMAGE: base.prometheus,
     PROMETHEUS_CONFIG: promConfig,
     PROMETHEUS_HOST_PORT: String(prometheusPort),
     POSTGRES_HOST_PORT: String(postgresPort),
@@ -228,7 +231,8 @@ export async function prepareStack(cfg: ContainerSuiteConfig, base: BaseImages):
     envFile,
     workDir,
     composeArgs: composeArgs(project, envFile),
-    images: { ...base, platform: overrides.PLATFORM_IMAGE! },
+    // Filled in from the .env once `make images` has written it (global-setup.ts).
+    images: { platform: PLATFORM_TAG, node: '', postgres: '', redis: '', caddy: '', prometheus: '' },
     secrets: {
       toolsDbPassword: env.get('PLATFORM_TOOLS_DB_PASSWORD')!,
       redisGatewayPassword: env.get('REDIS_GATEWAY_PASSWORD')!,
@@ -238,28 +242,39 @@ export async function prepareStack(cfg: ContainerSuiteConfig, base: BaseImages):
 }
 
 export interface UpReport {
-  /** Seconds from `up` to the proxy answering 200 on a tool server's health route (servers started cold). */
+  /** Seconds from `up -d` to the proxy answering 200 on a tool server's health route (servers started cold). */
   coldStartSeconds: number;
 }
 
+/** The route the cold start waits for: proxy → gateway → a deals tool server. */
+const HEALTH_ROUTE = '/deals/health';
+
 /**
- * `docker compose up -d`, as documented, with the image already there (built or loaded): compose builds
- * nothing. Every container, the trial's sign-in among them, starts from the one command; the tool servers
- * wait for the web application's tables, which the sign-in creates.
+ * `docker compose up -d`, as documented, with the images already there (`make images` built them): compose
+ * builds nothing. Every container, the trial's sign-in among them, starts from the one command; the tool
+ * servers wait for the web application's tables, which the sign-in creates. `shippedHealth`: the shipped
+ * files' health checks (30 s for the servers and the proxy), which gate compose's start order — the user's
+ * cold start; otherwise the tests' 3 s ones.
  */
-export async function stackUp(cfg: ContainerSuiteConfig, info: StackInfo): Promise<UpReport> {
+export async function stackUp(
+  cfg: ContainerSuiteConfig,
+  info: StackInfo,
+  o: { shippedHealth?: boolean } = {},
+): Promise<UpReport> {
+  const args = o.shippedHealth ? { composeArgs: composeArgs(info.project, info.envFile, true) } : info;
   try {
     const t0 = performance.now();
-    await compose(cfg, info, ['up', '-d'], 600_000);
+    await compose(cfg, args, ['up', '-d'], 600_000);
     await waitFor(
       'proxy → gateway → deals',
-      180_000,
-      async () => (await fetch(`${info.baseUrl}/deals/health`)).status === 200,
+      // As shipped, each link of the start chain waits for its dependency's first check, 30 s apart.
+      o.shippedHealth ? 420_000 : 180_000,
+      async () => (await fetch(`${info.baseUrl}${HEALTH_ROUTE}`)).status === 200,
     );
     return { coldStartSeconds: Math.round((performance.now() - t0) / 100) / 10 };
   } catch (err) {
     // What the containers said, before they are gone with the stack.
-    const logs = await compose(cfg, info, ['logs', '--no-color', '--tail', '15']).catch(() => undefined);
+    const logs = await compose(cfg, args, ['logs', '--no-color', '--tail', '15']).catch(() => undefined);
     if (logs)
       process.stdout.write(`[containers] the stack did not come up; its last log lines:\n${logs.stdout}\n`);
     throw err;
@@ -275,10 +290,15 @@ export async function stackLogs(
   return stdout;
 }
 
-export async function stackDown(cfg: ContainerSuiteConfig, info: StackInfo): Promise<void> {
+/** `down -v`: the containers, networks and volumes gone; `keepWorkDir` keeps the .env for another `up`. */
+export async function stackDown(
+  cfg: ContainerSuiteConfig,
+  info: StackInfo,
+  o: { keepWorkDir?: boolean } = {},
+): Promise<void> {
   try {
     await compose(cfg, info, ['down', '-v', '--remove-orphans', '-t', '20'], 180_000);
   } finally {
-    rmSync(info.workDir, { recursive: true, force: true });
+    if (!o.keepWorkDir) rmSync(info.workDir, { recursive: true, force: true });
   }
 }
