@@ -14,6 +14,8 @@ export interface ContainerSuiteConfig {
   dockerdLog: string;
   /** CONTAINER_SUITE_KEEP=1 leaves the stack up after the run (for looking around); default: torn down. */
   keepStack: boolean;
+  /** CONTAINER_SUITE_COLD_START=shipped: time a first `up -d` with the shipped health checks (~90 s more). */
+  shippedColdStart: boolean;
   /** Where Debian's Compose v2 plugin is unpacked when the docker CLI has none (compose-v2.ts). */
   composeV2Dir: string;
 }
@@ -26,6 +28,7 @@ export function loadContainerSuiteConfig(env: NodeJS.ProcessEnv = process.env): 
     caFile: existsSync(ca) ? ca : undefined,
     dockerdLog: env.CONTAINER_SUITE_DOCKERD_LOG ?? '/var/log/platform-test-dockerd.log',
     keepStack: env.CONTAINER_SUITE_KEEP === '1',
+    shippedColdStart: env.CONTAINER_SUITE_COLD_START === 'shipped',
     composeV2Dir: env.CONTAINER_SUITE_COMPOSE_V2_DIR ?? '/var/cache/platform-test/compose-v2',
   });
 }
