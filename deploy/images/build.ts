@@ -11,6 +11,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { processEnv } from '../../cli/config.ts';
 
 const IMAGES_DIR = fileURLToPath(new URL('./', import.meta.url));
 export const REPO_DIR = fileURLToPath(new URL('../../', import.meta.url));
@@ -53,7 +54,8 @@ export function run(
       file,
       args,
       {
-        env: opts.env ?? process.env,
+        // Unset: the child inherits this process's environment.
+        env: opts.env,
         timeout: opts.timeoutMs ?? 600_000,
         maxBuffer: 64 * 1024 * 1024,
         killSignal: 'SIGKILL',
@@ -87,7 +89,7 @@ async function exists(docker: string, image: string): Promise<boolean> {
   }
 }
 
-export const buildEnv = (): NodeJS.ProcessEnv => ({ ...process.env, DOCKER_BUILDKIT: '1' });
+export const buildEnv = (): NodeJS.ProcessEnv => ({ ...processEnv(), DOCKER_BUILDKIT: '1' });
 
 export async function timed<T>(
   seconds: Record<string, number>,

@@ -8,6 +8,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { processEnv } from '../../cli/config.ts';
 import { release } from '../../lib/version.ts';
 import { buildBaseImages, buildEnv, envLines, REPO_DIR, run, timed } from './build.ts';
 
@@ -19,7 +20,7 @@ try {
       // Debian's docker CLI (docker.io) when there: its BuildKit needs no buildx plugin.
       docker: {
         type: 'string',
-        default: process.env.DOCKER ?? (existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker'),
+        default: processEnv().DOCKER ?? (existsSync('/usr/bin/docker') ? '/usr/bin/docker' : 'docker'),
       },
       'env-file': { type: 'string', default: `${REPO_DIR}deploy/.env` },
       // The container suite's images are platform-test/…: the same recipe, so the same images.
